@@ -1,0 +1,188 @@
+# ktune: autotuned CUDA kernels.  `make tune` on a GPU host; `make test` anywhere.
+#
+# Flow: templates/*.space.lua + templates/*.cu.tpl --(generator/)--> generated/
+#       --(nvcc)--> build/libktune.{a,so} + build/ktune --(make tune)--> tuning-db/
+
+# ---- settings -----------------------------------------------------------
+CUDA_HOME ?= /usr/local/cuda
+NVCC ?= $(CUDA_HOME)/bin/nvcc
+LUA ?= lua5.4
+BUSTED ?= busted
+CC ?= gcc
+PREFIX ?= /usr/local
+# Target architecture: the present GPU's, else sm_90.
+ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | \
+          sed -n 's/^\([0-9]*\)\.\([0-9]*\)$$/sm_\1\2/p'),sm_90)
+KTUNE_DB ?= $(CURDIR)/tuning-db/ktune.db
+CFLAGS ?= -O2 -g
+NVCCFLAGS ?= -O3 -lineinfo
+TUNE_ARGS ?=
+V ?= 0
+
+# ---- nothing to change below ---------------------------------------------
+ifeq ($(V),0)
+Q := @
+say = @printf '  %-6s %s\n' $(1) $(2);
+else
+Q :=
+say :=
+endif
+
+ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
+GENCODE := -gencode=arch=compute_$(ARCH_NUM),code=[sm_$(ARCH_NUM),compute_$(ARCH_NUM)]
+CUDA_INC := -I$(CUDA_HOME)/include
+CUDA_LIB := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+KT_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden -MMD -MP \
+             -Iruntime/include -Iruntime -Igenerated $(CUDA_INC) -DKT_DEFAULT_DB='"$(KTUNE_DB)"'
+SQLITE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
+CRITERION_LIBS := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
+LIBS := $(SQLITE_LIBS) $(CUDA_LIB) -lstdc++ -lpthread -lm
+
+# generated/variants.mk lists the variants; make regenerates it (and re-reads
+# it) whenever a template, a space, the generator or ARCH changes.
+NO_GEN_GOALS := clean deps help
+ifeq ($(filter-out $(NO_GEN_GOALS),$(or $(MAKECMDGOALS),all)),)
+else
+-include generated/variants.mk
+endif
+ifneq ($(KT_GENERATED_ARCH),$(ARCH))
+FORCE_GEN := FORCE
+endif
+
+VARIANTS := $(KT_VARIANTS_matmul) $(KT_VARIANTS_hist)
+VARIANT_OBJS := $(VARIANTS:%=build/obj/%.o)
+RUNTIME_SRCS := $(wildcard runtime/*.c)
+RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=build/obj/%.o) build/obj/generated/registry.o
+TUNER_SRCS := $(wildcard tuner/*.c)
+TUNER_OBJS := $(TUNER_SRCS:%.c=build/obj/%.o)
+TOOL_OBJS := $(filter-out build/obj/tuner/main.o,$(TUNER_OBJS))
+C_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
+GEN_INPUTS := $(wildcard generator/*.lua templates/*)
+
+.PHONY: all generate tune test test-lua test-c test-sm80 bench clean deps help install FORCE
+all: build/libktune.a build/libktune.so build/ktune build/example
+
+help:
+	@echo "make [all]      build generated kernels, libktune, the ktune CLI and the example"
+	@echo "make generate   expand the templates for ARCH=$(ARCH) and explain what was dropped"
+	@echo "make tune       build, then benchmark every variant on this GPU into $(KTUNE_DB)"
+	@echo "make test       generator, database, dispatch and API tests; GPU tests when a GPU is present"
+	@echo "make bench      ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
+	@echo "make clean      remove build/ and generated/"
+
+# ---- dependencies: apt-get when we may, else say the exact command ----------
+DEB_PKGS := lua5.4 lua-penlight lua-busted libcriterion-dev libsqlite3-dev pkg-config
+deps:
+	@command -v $(NVCC) >/dev/null 2>&1 || { echo "ktune: nvcc not found at $(NVCC): install the CUDA toolkit or set CUDA_HOME" >&2; exit 1; }
+	@missing=""; \
+	command -v $(LUA) >/dev/null 2>&1 || missing="$$missing lua5.4"; \
+	$(LUA) -e 'require "pl.template"' >/dev/null 2>&1 || missing="$$missing lua-penlight"; \
+	command -v $(BUSTED) >/dev/null 2>&1 || missing="$$missing lua-busted"; \
+	pkg-config --exists criterion 2>/dev/null || missing="$$missing libcriterion-dev"; \
+	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  elif sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	  else echo "ktune: missing packages; run:  sudo apt-get install$$missing" >&2; exit 1; fi; \
+	fi
+
+# ---- generation ------------------------------------------------------------
+generate: deps
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated
+
+generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN)
+	$(call say,GEN,generated/ for $(ARCH))
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet
+
+generated/registry.c generated/registry.h: generated/variants.mk ;
+
+# ---- compilation -------------------------------------------------------
+# nvcc's resource report (registers, shared memory, spills) is kept beside
+# each object as .ptxas, for reading why a variant wins or loses.
+build/obj/%.o: generated/%.cu runtime/kt_variant.h
+	$(call say,NVCC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC -Iruntime -Xptxas -v -c $< -o $@ 2> $(@:.o=.ptxas) || \
+	  { cat $(@:.o=.ptxas) >&2; exit 1; }
+
+build/obj/generated/registry.o: generated/registry.c generated/registry.h runtime/kt_variant.h
+	$(call say,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -c $< -o $@
+
+build/obj/%.o: %.c generated/registry.h
+	$(call say,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -c $< -o $@
+
+build/libktune.a: $(RUNTIME_OBJS) $(VARIANT_OBJS)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+build/libktune.so: $(RUNTIME_OBJS) $(VARIANT_OBJS)
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -o $@ $^ $(LIBS)
+
+build/ktune: $(TUNER_OBJS) build/libktune.a
+	$(call say,LD,$@)
+	$(Q)$(CC) -o $@ $(TUNER_OBJS) build/libktune.a $(LIBS)
+
+build/example: build/obj/examples/example.o build/libktune.a
+	$(call say,LD,$@)
+	$(Q)$(CC) -o $@ $< build/libktune.a $(LIBS)
+
+# ---- tuning --------------------------------------------------------------
+tune: deps all
+	@mkdir -p $(dir $(KTUNE_DB))
+	$(Q)./build/ktune tune --db $(KTUNE_DB) $(TUNE_ARGS)
+
+# ---- tests ---------------------------------------------------------------
+build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a
+	$(call say,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -Ituner -o $@ $< $(TOOL_OBJS) build/libktune.a \
+	  $(CRITERION_LIBS) $(LIBS)
+
+test: deps all test-lua test-c test-sm80
+
+test-lua:
+	$(call say,BUSTED,tests/)
+	$(Q)$(BUSTED) --lpath='./?.lua' --pattern=_spec tests/
+
+test-c: $(C_TESTS)
+	$(Q)if nvidia-smi -L >/dev/null 2>&1; then echo "GPU present: GPU tests run"; \
+	  else echo "*** no GPU on this machine: GPU tests are SKIPPED (they show as skipped below) ***"; fi
+	$(Q)fail=0; for t in $(C_TESTS); do echo "== $$t"; $$t --jobs=1 || fail=1; done; exit $$fail
+
+# Every variant that the sm_80 target keeps must compile for sm_80 too.
+test-sm80:
+	$(call say,CHECK,sm_80 compiles)
+	$(Q)rm -rf build/sm80 && $(LUA) generator/ktgen.lua --arch sm_80 --out build/sm80 --quiet && \
+	  ls build/sm80/*/*.cu | xargs -P $$(nproc) -n 1 sh -c '$(NVCC) -arch=sm_80 -Iruntime -cubin -o /dev/null "$$0" || exit 255' && \
+	  echo "sm_80: $$(ls build/sm80/*/*.cu | wc -l) variants compile"
+
+# ---- benchmarks ----------------------------------------------------------
+BENCH_BINS := build/bench_matmul build/bench_hist
+build/bench_%: bench/bench_%.cu build/libktune.a bench/bench_common.h
+	$(call say,NVCC,$<)
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -o $@ $< \
+	  $(TOOL_OBJS) build/libktune.a -lcublas $(SQLITE_LIBS) -lpthread
+
+bench: all $(TOOL_OBJS) $(BENCH_BINS)
+	$(Q)mkdir -p bench/results
+	$(Q)./build/bench_matmul --db $(KTUNE_DB) --out bench/results
+	$(Q)./build/bench_hist --db $(KTUNE_DB) --out bench/results
+
+install: all
+	install -d $(PREFIX)/lib $(PREFIX)/include $(PREFIX)/bin
+	install -m 644 build/libktune.a build/libktune.so $(PREFIX)/lib
+	install -m 644 runtime/include/ktune.h $(PREFIX)/include
+	install -m 755 build/ktune $(PREFIX)/bin
+
+clean:
+	rm -rf build generated
+
+FORCE:
+
+-include $(shell find build/obj -name '*.d' 2>/dev/null)

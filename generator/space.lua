@@ -1,0 +1,151 @@
+-- generator/space.lua: load a family's parameter space and enumerate it.
+--
+-- A space file (templates/<family>.space.lua) returns plain data: the family,
+-- its template, family-wide constraints, and one or more kernels (algorithms),
+-- each with ordered parameter value lists, a derive function, a name function
+-- and its own constraints.  Each constraint is { "one-line reason", fn }
+-- where fn(v, target) returns true when configuration v may exist.
+local diag = require("generator.diag")
+
+local space = {}
+
+-- Fields every kernel's derive() must set: the runtime checks them before it
+-- chooses a variant (see runtime/kt_variant.h).
+local REQUIRED = {
+  common = { "threads", "smem_static", "smem_dynamic", "cluster", "min_cc" },
+  matmul = { "align" },
+  hist = { "smem_per_bin", "max_nbins" },
+}
+
+local function where(fn, file)
+  local info = fn and debug.getinfo(fn, "S")
+  return info and info.linedefined or 1, file
+end
+
+-- Run fn under xpcall; turn a Lua error into a file:line diagnostic that
+-- points into the space file rather than into the generator.
+local function guarded(errs, file, fn, ...)
+  local ok, res = xpcall(fn, debug.traceback, ...)
+  if ok then return true, res end
+  errs:from_lua(res, file)
+  return false
+end
+
+function space.load(path, errs)
+  local chunk, err = loadfile(path, "t", setmetatable({}, { __index = _G }))
+  if not chunk then
+    errs:from_lua(err, path)
+    return nil
+  end
+  local ok, s = guarded(errs, path, chunk)
+  if not ok then return nil end
+  if type(s) ~= "table" then
+    errs:add(path, 1, "space file must return a table")
+    return nil
+  end
+  s.file = path
+  for _, f in ipairs({ "family", "template", "kernels" }) do
+    if s[f] == nil then errs:add(path, 1, "space has no field '" .. f .. "'") end
+  end
+  if type(s.kernels) ~= "table" then return nil end
+  s.constraints = s.constraints or {}
+  for i, k in ipairs(s.kernels) do
+    local line = where(k.derive, path)
+    if type(k.algo) ~= "string" then errs:add(path, line, ("kernel %d has no 'algo' string"):format(i)) end
+    if type(k.name) ~= "function" then errs:add(path, line, ("kernel %s has no 'name' function"):format(tostring(k.algo))) end
+    if type(k.derive) ~= "function" then errs:add(path, line, ("kernel %s has no 'derive' function"):format(tostring(k.algo))) end
+    if type(k.params) ~= "table" then errs:add(path, line, ("kernel %s has no 'params' list"):format(tostring(k.algo))) end
+    for _, p in ipairs(k.params or {}) do
+      if type(p[1]) ~= "string" or type(p[2]) ~= "table" or #p[2] == 0 or type(p[3]) ~= "string" then
+        errs:add(path, line, ("kernel %s: each parameter is { name, {values...}, \"meaning\" }"):format(tostring(k.algo)))
+      end
+    end
+    k.constraints = k.constraints or {}
+    for _, c in ipairs(k.constraints) do
+      if type(c[1]) ~= "string" or type(c[2]) ~= "function" then
+        errs:add(path, line, ("kernel %s: each constraint is { \"reason\", function(v, target) }"):format(tostring(k.algo)))
+      end
+    end
+  end
+  for _, c in ipairs(s.constraints) do
+    if type(c[1]) ~= "string" or type(c[2]) ~= "function" then
+      errs:add(path, 1, "each constraint is { \"reason\", function(v, target) }")
+    end
+  end
+  return s
+end
+
+-- Cartesian product of the kernel's parameter lists, first parameter
+-- outermost, so the order (and so every output) is deterministic.
+local function product(params)
+  local out = { {} }
+  for _, p in ipairs(params) do
+    local name, values = p[1], p[2]
+    local next_out = {}
+    for _, partial in ipairs(out) do
+      for _, value in ipairs(values) do
+        local v = {}
+        for k, x in pairs(partial) do v[k] = x end
+        v[name] = value
+        next_out[#next_out + 1] = v
+      end
+    end
+    out = next_out
+  end
+  return out
+end
+
+-- Enumerate every configuration of every kernel in the space for target t.
+-- Returns kept and dropped lists; a dropped entry carries every reason it
+-- broke, in the order the constraints are written.
+function space.enumerate(s, t, errs)
+  local kept, dropped, seen = {}, {}, {}
+  for _, k in ipairs(s.kernels) do
+    for _, v in ipairs(product(k.params)) do
+      v.family, v.algo = s.family, k.algo
+      v.param_names = {}
+      for _, p in ipairs(k.params) do v.param_names[#v.param_names + 1] = p[1] end
+      local ok = guarded(errs, s.file, k.derive, v, t)
+      if not ok then return nil end
+      local okn, name = guarded(errs, s.file, k.name, v)
+      if not okn then return nil end
+      v.name = name
+      local reasons = {}
+      for _, list in ipairs({ k.constraints, s.constraints }) do
+        for _, c in ipairs(list) do
+          local okc, pass = guarded(errs, s.file, c[2], v, t)
+          if not okc then return nil end
+          if not pass then reasons[#reasons + 1] = c[1] end
+        end
+      end
+      if #reasons > 0 then
+        dropped[#dropped + 1] = { v = v, reasons = reasons }
+      else
+        local missing = {}
+        for _, group in ipairs({ REQUIRED.common, REQUIRED[s.family] or {} }) do
+          for _, f in ipairs(group) do
+            if v[f] == nil then missing[#missing + 1] = f end
+          end
+        end
+        if #missing > 0 then
+          errs:add(s.file, where(k.derive, s.file), ("kernel %s: derive() must set %s"):format(k.algo, table.concat(missing, ", ")))
+          return nil
+        end
+        if seen[name] then
+          errs:add(s.file, where(k.name, s.file), ("two configurations are both named '%s'"):format(name))
+          return nil
+        end
+        if not name:match("^[%a_][%w_]*$") then
+          errs:add(s.file, where(k.name, s.file), ("'%s' is not a C identifier"):format(name))
+          return nil
+        end
+        seen[name] = true
+        v.doc = k.doc
+        kept[#kept + 1] = v
+      end
+    end
+  end
+  return kept, dropped
+end
+
+return space

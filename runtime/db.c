@@ -1,0 +1,484 @@
+/* runtime/db.c: the SQLite tuning database.
+ *
+ * One file holds every measurement ever taken (with its status) and, per
+ * (device, generator version, family, problem), a ranking whose first row
+ * is the winner.  Keys carry the device fingerprint, the generator version
+ * and each variant's source hash, so results from another GPU or from a
+ * since-regenerated variant set are never dispatched.
+ *
+ * Safety rules: a file is checked before anything is written to it (a
+ * foreign, newer or non-SQLite file is refused untouched); writers use WAL,
+ * a busy timeout and BEGIN IMMEDIATE, so concurrent tuners serialise
+ * instead of losing rows.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sqlite3.h>
+
+#include "kt_internal.h"
+#include "registry.h"
+
+struct kt_db {
+  sqlite3 *h;
+  int mode;
+};
+
+static const char *SCHEMA =
+  "CREATE TABLE IF NOT EXISTS devices ("
+  "  fingerprint TEXT PRIMARY KEY, name TEXT NOT NULL, cc INTEGER NOT NULL, sm_count INTEGER NOT NULL,"
+  "  mem_bytes INTEGER NOT NULL, driver_version INTEGER, runtime_version INTEGER,"
+  "  last_seen TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')));"
+  "CREATE TABLE IF NOT EXISTS measurements ("
+  "  id INTEGER PRIMARY KEY, device TEXT NOT NULL, generator_version TEXT NOT NULL,"
+  "  family TEXT NOT NULL, problem TEXT NOT NULL, dist TEXT NOT NULL DEFAULT '',"
+  "  m INTEGER, n INTEGER, k INTEGER, nbins INTEGER, nsamples INTEGER,"
+  "  variant TEXT NOT NULL, source_hash TEXT NOT NULL,"
+  "  status TEXT NOT NULL CHECK (status IN ('ok','wrong','launch_failed','timed_out','skipped')),"
+  "  reason TEXT NOT NULL DEFAULT '', time_ms REAL, rate REAL, max_err REAL, reps INTEGER,"
+  "  measured_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')));"
+  "CREATE INDEX IF NOT EXISTS measurements_by_problem"
+  "  ON measurements (device, generator_version, family, problem);"
+  "CREATE TABLE IF NOT EXISTS winners ("
+  "  device TEXT NOT NULL, generator_version TEXT NOT NULL, family TEXT NOT NULL, problem TEXT NOT NULL,"
+  "  rank INTEGER NOT NULL, m INTEGER, n INTEGER, k INTEGER, nbins INTEGER, nsamples INTEGER,"
+  "  variant TEXT NOT NULL, source_hash TEXT NOT NULL, time_ms REAL NOT NULL, rate REAL,"
+  "  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
+  "  PRIMARY KEY (device, generator_version, family, problem, rank));";
+
+static int fail(char *err, size_t len, int code, const char *what, sqlite3 *h)
+{
+  snprintf(err, len, "%s%s%s", what, h ? ": " : "", h ? sqlite3_errmsg(h) : "");
+  return code;
+}
+
+static int pragma_int(sqlite3 *h, const char *sql, long long *out)
+{
+  sqlite3_stmt *st;
+  int rc = sqlite3_prepare_v2(h, sql, -1, &st, NULL);
+  if (rc != SQLITE_OK)
+    return rc;
+  rc = sqlite3_step(st);
+  *out = rc == SQLITE_ROW ? sqlite3_column_int64(st, 0) : 0;
+  rc = rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_OK : rc;
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* Classify an opened file without writing to it: 0 = empty (new), 1 = ours
+ * and current, or a KT_ERR_* code. */
+static int inspect(sqlite3 *h, char *err, size_t len)
+{
+  long long app = 0, ver = 0, tables = 0;
+  int rc = pragma_int(h, "PRAGMA application_id", &app);
+  if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+    return fail(err, len, KT_ERR_DB_FOREIGN, "not a SQLite database", h);
+  if (rc != SQLITE_OK)
+    return fail(err, len, KT_ERR_DB_OPEN, "cannot read the database", h);
+  if (pragma_int(h, "PRAGMA user_version", &ver) != SQLITE_OK ||
+      pragma_int(h, "SELECT count(*) FROM sqlite_master", &tables) != SQLITE_OK)
+    return fail(err, len, KT_ERR_DB_OPEN, "cannot read the database", h);
+  if (app == 0 && ver == 0 && tables == 0)
+    return 0;
+  if (app != KT_DB_APPLICATION_ID) {
+    snprintf(err, len, "an SQLite database of another application (application_id %lld, %lld tables)", app,
+             tables);
+    return KT_ERR_DB_FOREIGN;
+  }
+  if (ver > KT_DB_SCHEMA_VERSION) {
+    snprintf(err, len, "schema version %lld is newer than this ktune's %d", ver, KT_DB_SCHEMA_VERSION);
+    return KT_ERR_DB_VERSION;
+  }
+  if (ver < 1) {
+    snprintf(err, len, "ktune database without a schema version");
+    return KT_ERR_DB_FOREIGN;
+  }
+  return 1;
+}
+
+int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen)
+{
+  *out = NULL;
+  if (!path || !*path)
+    return fail(err, errlen, KT_ERR_BAD_OPTION, "no database path", NULL);
+  sqlite3 *h = NULL;
+  int flags = mode == KT_DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+  int rc = sqlite3_open_v2(path, &h, flags | SQLITE_OPEN_FULLMUTEX, NULL);
+  if (rc != SQLITE_OK) {
+    snprintf(err, errlen, "cannot open '%s': %s", path, h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
+    sqlite3_close(h);
+    return KT_ERR_DB_OPEN;
+  }
+  sqlite3_busy_timeout(h, 30000);
+  int state = inspect(h, err, errlen);
+  if (state < 0 || state > 1) {
+    sqlite3_close(h);
+    return state;
+  }
+  if (mode == KT_DB_WRITE) {
+    char *msg = NULL;
+    /* Only now, with the file known to be ours or empty, write to it. */
+    if (sqlite3_exec(h, "PRAGMA journal_mode=WAL", NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
+      snprintf(err, errlen, "cannot write '%s': %s", path, msg ? msg : sqlite3_errmsg(h));
+      sqlite3_free(msg);
+      sqlite3_close(h);
+      return KT_ERR_DB_WRITE;
+    }
+    /* Another tuner may have created the schema since inspect(): look again
+     * inside the write lock. */
+    state = inspect(h, err, errlen);
+    if (state == 0) {
+      char sql[128];
+      snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d;", KT_DB_APPLICATION_ID,
+               KT_DB_SCHEMA_VERSION);
+      if (sqlite3_exec(h, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
+          sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
+        state = KT_ERR_DB_WRITE;
+    }
+    if (state < 0 || state > 1 || sqlite3_exec(h, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
+      if (state == 0 || state == 1)
+        state = KT_ERR_DB_WRITE;
+      if (state == KT_ERR_DB_WRITE)
+        snprintf(err, errlen, "cannot create the schema: %s", msg ? msg : sqlite3_errmsg(h));
+      sqlite3_free(msg);
+      sqlite3_exec(h, "ROLLBACK", NULL, NULL, NULL);
+      sqlite3_close(h);
+      return state;
+    }
+  }
+  kt_db *db = calloc(1, sizeof *db);
+  if (!db) {
+    sqlite3_close(h);
+    return KT_ERR_NO_MEMORY;
+  }
+  db->h = h;
+  db->mode = mode;
+  *out = db;
+  return KT_OK;
+}
+
+void kt_db_close(kt_db *db)
+{
+  if (!db)
+    return;
+  sqlite3_close(db->h);
+  free(db);
+}
+
+static void bind_text(sqlite3_stmt *st, int i, const char *s)
+{
+  sqlite3_bind_text(st, i, s ? s : "", -1, SQLITE_TRANSIENT);
+}
+
+static void bind_problem(sqlite3_stmt *st, int first, const kt_problem *p)
+{
+  if (p->family == KT_FAMILY_MATMUL) {
+    sqlite3_bind_int64(st, first, p->m);
+    sqlite3_bind_int64(st, first + 1, p->n);
+    sqlite3_bind_int64(st, first + 2, p->k);
+    sqlite3_bind_null(st, first + 3);
+    sqlite3_bind_null(st, first + 4);
+  } else {
+    for (int i = 0; i < 3; ++i)
+      sqlite3_bind_null(st, first + i);
+    sqlite3_bind_int64(st, first + 3, p->nbins);
+    sqlite3_bind_int64(st, first + 4, p->nsamples);
+  }
+}
+
+static int exec(kt_db *db, const char *sql, char *err, size_t len)
+{
+  char *msg = NULL;
+  if (sqlite3_exec(db->h, sql, NULL, NULL, &msg) == SQLITE_OK)
+    return KT_OK;
+  snprintf(err, len, "%s: %s", sql, msg ? msg : "?");
+  sqlite3_free(msg);
+  return KT_ERR_DB_WRITE;
+}
+
+int kt_db_record(kt_db *db, const kt_device_info *dev, const char *gen_version, const kt_measurement *m, int n,
+                 char *err, size_t errlen)
+{
+  if (db->mode != KT_DB_WRITE)
+    return fail(err, errlen, KT_ERR_DB_WRITE, "database opened read-only", NULL);
+  int rc = exec(db, "BEGIN IMMEDIATE", err, errlen);
+  if (rc)
+    return rc;
+  sqlite3_stmt *dst = NULL, *mst = NULL;
+  const char *dsql = "INSERT INTO devices (fingerprint, name, cc, sm_count, mem_bytes, driver_version,"
+                     " runtime_version) VALUES (?,?,?,?,?,?,?) ON CONFLICT (fingerprint) DO UPDATE SET"
+                     " driver_version = excluded.driver_version, runtime_version = excluded.runtime_version,"
+                     " last_seen = strftime('%Y-%m-%dT%H:%M:%SZ','now')";
+  const char *msql = "INSERT INTO measurements (device, generator_version, family, problem, dist, m, n, k, nbins,"
+                     " nsamples, variant, source_hash, status, reason, time_ms, rate, max_err, reps)"
+                     " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  if (sqlite3_prepare_v2(db->h, dsql, -1, &dst, NULL) != SQLITE_OK ||
+      sqlite3_prepare_v2(db->h, msql, -1, &mst, NULL) != SQLITE_OK) {
+    rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
+    goto out;
+  }
+  bind_text(dst, 1, dev->fingerprint);
+  bind_text(dst, 2, dev->name);
+  sqlite3_bind_int(dst, 3, dev->cc);
+  sqlite3_bind_int(dst, 4, dev->sm_count);
+  sqlite3_bind_int64(dst, 5, (sqlite3_int64)dev->mem_bytes);
+  sqlite3_bind_int(dst, 6, dev->driver_version);
+  sqlite3_bind_int(dst, 7, dev->runtime_version);
+  if (sqlite3_step(dst) != SQLITE_DONE) {
+    rc = fail(err, errlen, KT_ERR_DB_WRITE, "recording the device", db->h);
+    goto out;
+  }
+  for (int i = 0; i < n; ++i) {
+    char key[96];
+    kt_problem_key(&m[i].problem, 0, key, sizeof key);
+    sqlite3_reset(mst);
+    bind_text(mst, 1, dev->fingerprint);
+    bind_text(mst, 2, gen_version);
+    bind_text(mst, 3, kt_family_name(m[i].problem.family));
+    bind_text(mst, 4, key);
+    bind_text(mst, 5, m[i].problem.dist);
+    bind_problem(mst, 6, &m[i].problem);
+    bind_text(mst, 11, m[i].variant);
+    bind_text(mst, 12, m[i].source_hash);
+    bind_text(mst, 13, m[i].status);
+    bind_text(mst, 14, m[i].reason);
+    int ok = strcmp(m[i].status, "ok") == 0;
+    if (ok) {
+      sqlite3_bind_double(mst, 15, m[i].time_ms);
+      sqlite3_bind_double(mst, 16, m[i].rate);
+    } else {
+      sqlite3_bind_null(mst, 15);
+      sqlite3_bind_null(mst, 16);
+    }
+    sqlite3_bind_double(mst, 17, m[i].max_err);
+    sqlite3_bind_int(mst, 18, m[i].reps);
+    if (sqlite3_step(mst) != SQLITE_DONE) {
+      rc = fail(err, errlen, KT_ERR_DB_WRITE, "recording a measurement", db->h);
+      goto out;
+    }
+  }
+out:
+  sqlite3_finalize(dst);
+  sqlite3_finalize(mst);
+  if (rc == KT_OK)
+    rc = exec(db, "COMMIT", err, errlen);
+  if (rc != KT_OK)
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
+}
+
+/* Per variant, while ranking one problem. */
+typedef struct cand {
+  const kt_variant *v;
+  double log_sum;   /* sum over distributions of log(time) */
+  int ndist;        /* distributions with an ok time */
+  int wrong;        /* ever measured wrong with this source */
+  double rate_sum;
+  char dist_seen[4][16];
+} cand;
+
+static int cmp_cand(const void *a, const void *b)
+{
+  const cand *x = a, *y = b;
+  double dx = x->log_sum / x->ndist, dy = y->log_sum / y->ndist;
+  if (dx != dy)
+    return dx < dy ? -1 : 1;
+  return strcmp(x->v->name, y->v->name);
+}
+
+int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err,
+               size_t errlen)
+{
+  if (db->mode != KT_DB_WRITE)
+    return -fail(err, errlen, KT_ERR_DB_WRITE, "database opened read-only", NULL);
+  char key[96];
+  kt_problem_key(p, 0, key, sizeof key);
+  const char *fam = kt_family_name(p->family);
+  int rc = exec(db, "BEGIN IMMEDIATE", err, errlen);
+  if (rc)
+    return -rc;
+
+  cand *c = calloc((size_t)kt_registry_count, sizeof *c);
+  char dists[4][16];
+  int ndists = 0, nc = 0;
+  sqlite3_stmt *st = NULL;
+  if (!c) {
+    rc = KT_ERR_NO_MEMORY;
+    goto out;
+  }
+  /* Newest first, so each (variant, distribution) takes its latest ok time. */
+  const char *q = "SELECT variant, source_hash, dist, status, time_ms, rate FROM measurements"
+                  " WHERE device=? AND generator_version=? AND family=? AND problem=? ORDER BY id DESC";
+  if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK) {
+    rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
+    goto out;
+  }
+  bind_text(st, 1, device_fp);
+  bind_text(st, 2, gen_version);
+  bind_text(st, 3, fam);
+  bind_text(st, 4, key);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *name = (const char *)sqlite3_column_text(st, 0);
+    const char *hash = (const char *)sqlite3_column_text(st, 1);
+    const char *dist = (const char *)sqlite3_column_text(st, 2);
+    const char *status = (const char *)sqlite3_column_text(st, 3);
+    int d;
+    for (d = 0; d < ndists && strcmp(dists[d], dist) != 0; ++d)
+      ;
+    if (d == ndists && ndists < 4)
+      snprintf(dists[ndists++], sizeof dists[0], "%s", dist);
+    const kt_variant *v = kt_registry_find(name);
+    if (!v || strcmp(v->source_hash, hash) != 0)
+      continue; /* from a variant set that has since been regenerated */
+    cand *x = NULL;
+    for (int i = 0; i < nc; ++i)
+      if (c[i].v == v)
+        x = &c[i];
+    if (!x) {
+      x = &c[nc++];
+      x->v = v;
+    }
+    if (strcmp(status, "wrong") == 0)
+      x->wrong = 1;
+    if (strcmp(status, "ok") != 0)
+      continue;
+    int seen = 0;
+    for (int i = 0; i < x->ndist && i < 4; ++i)
+      seen |= strcmp(x->dist_seen[i], dist) == 0;
+    if (seen || x->ndist >= 4)
+      continue;
+    snprintf(x->dist_seen[x->ndist++], sizeof x->dist_seen[0], "%s", dist);
+    x->log_sum += log(sqlite3_column_double(st, 4));
+    x->rate_sum += sqlite3_column_double(st, 5);
+  }
+  if (step != SQLITE_DONE) {
+    rc = fail(err, errlen, KT_ERR_DB_WRITE, "reading measurements", db->h);
+    goto out;
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  /* Keep variants that were ok on every distribution and never wrong. */
+  int kept = 0;
+  for (int i = 0; i < nc; ++i)
+    if (!c[i].wrong && c[i].ndist == ndists && ndists > 0)
+      c[kept++] = c[i];
+  qsort(c, (size_t)kept, sizeof *c, cmp_cand);
+
+  if (sqlite3_prepare_v2(db->h,
+                         "DELETE FROM winners WHERE device=? AND generator_version=? AND family=? AND problem=?",
+                         -1, &st, NULL) != SQLITE_OK) {
+    rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
+    goto out;
+  }
+  bind_text(st, 1, device_fp);
+  bind_text(st, 2, gen_version);
+  bind_text(st, 3, fam);
+  bind_text(st, 4, key);
+  if (sqlite3_step(st) != SQLITE_DONE) {
+    rc = fail(err, errlen, KT_ERR_DB_WRITE, "clearing the old ranking", db->h);
+    goto out;
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  const char *ins = "INSERT INTO winners (device, generator_version, family, problem, rank, m, n, k, nbins,"
+                    " nsamples, variant, source_hash, time_ms, rate) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  if (sqlite3_prepare_v2(db->h, ins, -1, &st, NULL) != SQLITE_OK) {
+    rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
+    goto out;
+  }
+  int nrank = kept < 16 ? kept : 16;
+  for (int i = 0; i < nrank; ++i) {
+    sqlite3_reset(st);
+    bind_text(st, 1, device_fp);
+    bind_text(st, 2, gen_version);
+    bind_text(st, 3, fam);
+    bind_text(st, 4, key);
+    sqlite3_bind_int(st, 5, i + 1);
+    bind_problem(st, 6, p);
+    bind_text(st, 11, c[i].v->name);
+    bind_text(st, 12, c[i].v->source_hash);
+    sqlite3_bind_double(st, 13, exp(c[i].log_sum / c[i].ndist));
+    sqlite3_bind_double(st, 14, c[i].rate_sum / c[i].ndist);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+      rc = fail(err, errlen, KT_ERR_DB_WRITE, "recording the ranking", db->h);
+      goto out;
+    }
+  }
+  rc = KT_OK;
+  kept = nrank;
+  nc = kept;
+out:
+  sqlite3_finalize(st);
+  free(c);
+  if (rc == KT_OK)
+    rc = exec(db, "COMMIT", err, errlen);
+  if (rc != KT_OK) {
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    return -rc;
+  }
+  return nc;
+}
+
+int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tuned **out, int *count, char *err,
+               size_t errlen)
+{
+  *out = NULL;
+  *count = 0;
+  sqlite3_stmt *st = NULL;
+  const char *q = "SELECT family, problem, m, n, k, nbins, nsamples, variant, source_hash, time_ms FROM winners"
+                  " WHERE device=? AND generator_version=? ORDER BY family, problem, rank";
+  if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK)
+    return fail(err, errlen, KT_ERR_DB_OPEN, "reading winners", db->h);
+  bind_text(st, 1, device_fp);
+  bind_text(st, 2, gen_version);
+  kt_tuned *t = NULL;
+  int n = 0, cap = 0, step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    const char *fam = (const char *)sqlite3_column_text(st, 0);
+    const char *key = (const char *)sqlite3_column_text(st, 1);
+    const kt_variant *v = kt_registry_find((const char *)sqlite3_column_text(st, 7));
+    if (!v || strcmp(v->source_hash, (const char *)sqlite3_column_text(st, 8)) != 0)
+      continue; /* regenerated since: never dispatch it */
+    kt_family f = strcmp(fam, "matmul") == 0 ? KT_FAMILY_MATMUL : KT_FAMILY_HIST;
+    if (v->family != f)
+      continue;
+    if (n == 0 || t[n - 1].problem.family != f || strcmp(t[n - 1].key, key) != 0) {
+      if (n == cap) {
+        cap = cap ? 2 * cap : 16;
+        kt_tuned *nt = realloc(t, (size_t)cap * sizeof *t);
+        if (!nt) {
+          free(t);
+          sqlite3_finalize(st);
+          return KT_ERR_NO_MEMORY;
+        }
+        t = nt;
+      }
+      kt_tuned *x = &t[n++];
+      memset(x, 0, sizeof *x);
+      x->problem.family = f;
+      x->problem.m = sqlite3_column_int64(st, 2);
+      x->problem.n = sqlite3_column_int64(st, 3);
+      x->problem.k = sqlite3_column_int64(st, 4);
+      x->problem.nbins = sqlite3_column_int64(st, 5);
+      x->problem.nsamples = sqlite3_column_int64(st, 6);
+      snprintf(x->key, sizeof x->key, "%s", key);
+      x->best_ms = sqlite3_column_double(st, 9);
+    }
+    kt_tuned *x = &t[n - 1];
+    if (x->count < (int)(sizeof x->ranked / sizeof x->ranked[0]))
+      x->ranked[x->count++] = v;
+  }
+  int rc = step == SQLITE_DONE ? KT_OK : fail(err, errlen, KT_ERR_DB_OPEN, "reading winners", db->h);
+  sqlite3_finalize(st);
+  if (rc != KT_OK) {
+    free(t);
+    return rc;
+  }
+  *out = t;
+  *count = n;
+  return KT_OK;
+}

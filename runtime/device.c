@@ -1,0 +1,60 @@
+/* runtime/device.c: the GPU's properties and its fingerprint. */
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "kt_internal.h"
+
+void kt_device_fingerprint(kt_device_info *d)
+{
+  /* What makes tuning results transferable: the same chip (name and
+   * compute capability) with the same number of SMs and the same memory.
+   * Driver and runtime versions are recorded beside it, not in it. */
+  snprintf(d->fingerprint, sizeof d->fingerprint, "%s|sm_%d|%d SMs|%llu MiB", d->name, d->cc, d->sm_count,
+           d->mem_bytes >> 20);
+}
+
+int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
+{
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess || count == 0) {
+    snprintf(err, errlen, "%s", e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device found");
+    cudaGetLastError();
+    return KT_ERR_NO_DEVICE;
+  }
+  if (ordinal < 0) {
+    if ((e = cudaGetDevice(&ordinal)) != cudaSuccess) {
+      snprintf(err, errlen, "cudaGetDevice: %s", cudaGetErrorString(e));
+      return KT_ERR_CUDA;
+    }
+  }
+  if (ordinal >= count) {
+    snprintf(err, errlen, "device %d requested, %d present", ordinal, count);
+    return KT_ERR_BAD_DEVICE;
+  }
+  struct cudaDeviceProp p;
+  if ((e = cudaGetDeviceProperties(&p, ordinal)) != cudaSuccess) {
+    snprintf(err, errlen, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
+    return KT_ERR_CUDA;
+  }
+  memset(out, 0, sizeof *out);
+  out->ordinal = ordinal;
+  snprintf(out->name, sizeof out->name, "%s", p.name);
+  out->cc = p.major * 10 + p.minor;
+  out->sm_count = p.multiProcessorCount;
+  out->smem_per_sm = (int)p.sharedMemPerMultiprocessor;
+  out->smem_optin = (int)p.sharedMemPerBlockOptin;
+  out->max_threads_per_sm = p.maxThreadsPerMultiProcessor;
+  int cl = 0;
+  if (cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, ordinal) != cudaSuccess)
+    cl = 0;
+  out->cluster_launch = cl;
+  out->mem_bytes = p.totalGlobalMem;
+  cudaDriverGetVersion(&out->driver_version);
+  cudaRuntimeGetVersion(&out->runtime_version);
+  cudaGetLastError();
+  kt_device_fingerprint(out);
+  return KT_OK;
+}

@@ -1,0 +1,138 @@
+/* runtime/kt_internal.h: what the runtime's modules share; not installed.
+ *
+ * Modules, one prefix each: device.c (kt_device_), db.c (kt_db_),
+ * dispatch.c (kt_dispatch_), context.c (the public kt_ API), status.c.
+ * The tuner CLI and the tests link libktune.a and use these too.
+ */
+#ifndef KT_INTERNAL_H
+#define KT_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+
+#include "ktune.h"
+#include "kt_variant.h"
+
+#define KT_INTERNAL __attribute__((visibility("hidden")))
+
+/* ---- device.c ---------------------------------------------------------- */
+
+typedef struct kt_device_info {
+  int ordinal;
+  char name[256];
+  int cc;                 /* compute capability x 10 */
+  int sm_count;
+  int smem_per_sm;        /* bytes */
+  int smem_optin;         /* most shared memory one block may opt in to */
+  int max_threads_per_sm;
+  int cluster_launch;     /* 1 when thread-block clusters are supported */
+  unsigned long long mem_bytes;
+  int driver_version, runtime_version;
+  char fingerprint[384];  /* the database's device key */
+} kt_device_info;
+
+/* Query a device (-1 = the current one).  KT_ERR_NO_DEVICE without a GPU or
+ * driver; err gets the CUDA message. */
+KT_INTERNAL int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen);
+
+/* Fill d->fingerprint from name, compute capability, SM count and memory. */
+KT_INTERNAL void kt_device_fingerprint(kt_device_info *d);
+
+/* ---- problems ---------------------------------------------------------- */
+
+typedef struct kt_problem {
+  kt_family family;
+  long long m, n, k;      /* matmul */
+  long long nbins;        /* hist */
+  long long nsamples;     /* hist */
+  char dist[16];          /* hist input distribution for measurements, "" for winners */
+} kt_problem;
+
+/* "4096x4096x4096" or "nbins=65536 n=268435456"; with_dist adds " dist=skewed". */
+KT_INTERNAL void kt_problem_key(const kt_problem *p, int with_dist, char *buf, size_t len);
+
+/* ---- registry lookups (dispatch.c) ------------------------------------- */
+
+KT_INTERNAL const kt_variant *kt_registry_find(const char *name);
+KT_INTERNAL const char *kt_family_name(kt_family f);
+
+/* Shared memory one block of v needs for nbins bins (hist) or its fixed need. */
+KT_INTERNAL long long kt_variant_smem(const kt_variant *v, long long nbins);
+
+/* May v run on d at all (compute capability, clusters, threads)? */
+KT_INTERNAL int kt_variant_runs_on(const kt_variant *v, const kt_device_info *d);
+
+/* May v serve this particular call on d? */
+KT_INTERNAL int kt_variant_serves_matmul(const kt_variant *v, const kt_device_info *d, const void *A, long long lda,
+                                         const void *B, long long ldb, const void *C, long long ldc);
+KT_INTERNAL int kt_variant_serves_hist(const kt_variant *v, const kt_device_info *d, long long nbins);
+
+/* ---- db.c --------------------------------------------------------------- */
+
+#define KT_DB_SCHEMA_VERSION 1
+#define KT_DB_APPLICATION_ID 0x6b74756e /* 'ktun' */
+
+typedef struct kt_db kt_db;
+
+enum kt_db_mode { KT_DB_READ = 0, KT_DB_WRITE = 1 };
+
+/* Open (KT_DB_WRITE: create if missing) and check the file: a non-SQLite,
+ * foreign or newer-schema file is refused with KT_ERR_DB_* and never
+ * written.  err gets a one-line reason. */
+KT_INTERNAL int kt_db_open(kt_db **db, const char *path, int mode, char *err, size_t errlen);
+KT_INTERNAL void kt_db_close(kt_db *db);
+
+typedef struct kt_measurement {
+  kt_problem problem;
+  const char *variant;
+  const char *source_hash;
+  const char *status;    /* ok | wrong | launch_failed | timed_out | skipped */
+  const char *reason;    /* "" when ok */
+  double time_ms;        /* median, when ok */
+  double rate;           /* GFLOP/s (matmul) or GB/s (hist), when ok */
+  double max_err;        /* matmul: worst error / bound; hist: wrong bins */
+  int reps;
+} kt_measurement;
+
+/* Record the device and n measurements in one transaction. */
+KT_INTERNAL int kt_db_record(kt_db *db, const kt_device_info *dev, const char *gen_version,
+                             const kt_measurement *m, int n, char *err, size_t errlen);
+
+/* Recompute the ranking (winner first) of problem p for this device and
+ * generator from every ok measurement whose variant and source hash are in
+ * this build's registry.  Hist problems rank by the geometric mean of the
+ * time over the input distributions, counting only variants measured ok on
+ * all of them.  Returns the number ranked, or a negative KT_ERR_*. */
+KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p,
+                           char *err, size_t errlen);
+
+typedef struct kt_tuned {
+  kt_problem problem;
+  char key[96];
+  int count;
+  const kt_variant *ranked[16]; /* fastest first; only those in this build */
+  double best_ms;
+} kt_tuned;
+
+/* Load the ranked winners for a device and generator version.  *out is
+ * malloc'd (free it). */
+KT_INTERNAL int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tuned **out, int *count,
+                           char *err, size_t errlen);
+
+/* ---- dispatch.c ------------------------------------------------------- */
+
+/* The tuned problem nearest a matmul call: least sum of squared log-ratios
+ * of M, N and K.  NULL when none is tuned. */
+KT_INTERNAL const kt_tuned *kt_dispatch_nearest_matmul(const kt_tuned *t, int n, long long M, long long N, long long K);
+
+/* The tuned problem nearest a histogram call: least log-ratio of nbins,
+ * then of n. */
+KT_INTERNAL const kt_tuned *kt_dispatch_nearest_hist(const kt_tuned *t, int n, long long nbins, long long nsamples);
+
+/* ---- context.c -------------------------------------------------------- */
+
+/* Open a context on a described device, for tests and tools that have no
+ * GPU; calls that would launch fail.  Dispatch and argument checks work. */
+KT_INTERNAL int kt_open_described(kt_context **ctx, const kt_device_info *dev, const kt_options *opts);
+
+#endif

@@ -1,0 +1,82 @@
+/* runtime/kt_variant.h: the contract between generated kernels and the runtime.
+ *
+ * Every generated .cu exports one launcher, kt_launch_<name>, with the
+ * family's common signature: it takes the family's argument struct (below)
+ * and a stream, sizes the grid, the dynamic shared memory and any cluster
+ * itself, and returns the cudaError_t of the launch as an int.  It never
+ * prints and never exits.  The generated registry (generated/registry.c)
+ * lists every variant with what the runtime must check before choosing it.
+ *
+ * Bump KT_ABI_VERSION whenever a struct here changes: generated files carry
+ * a guard and refuse to compile against another version.
+ */
+#ifndef KT_VARIANT_H
+#define KT_VARIANT_H
+
+#include <stddef.h>
+#include <cuda_runtime_api.h>
+
+#define KT_ABI_VERSION 1
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum kt_family { KT_FAMILY_MATMUL = 0, KT_FAMILY_HIST = 1 } kt_family;
+
+/* C = alpha * A * B + beta * C, row-major fp32; C is not read when beta == 0.
+ * A is M x K with row stride lda, B is K x N (ldb), C is M x N (ldc). */
+typedef struct kt_matmul_args {
+  int M, N, K;
+  float alpha, beta;
+  const float *A;
+  const float *B;
+  float *C;
+  long long lda, ldb, ldc;
+  int sm_count; /* multiprocessors on the device, for grid sizing */
+} kt_matmul_args;
+
+/* bins[b] = number of samples s with clamp(s, 0, nbins - 1) == b; bins is
+ * overwritten.  n may be 0. */
+typedef struct kt_hist_args {
+  const int *samples;
+  unsigned long long n;
+  unsigned int *bins;
+  int nbins;
+  int sm_count;       /* multiprocessors, for the persistent grid */
+  int smem_per_sm;    /* shared memory per multiprocessor, bytes */
+  int smem_optin;     /* most dynamic shared memory one block may opt in to */
+} kt_hist_args;
+
+typedef int (*kt_launch_fn)(const void *args, cudaStream_t stream);
+
+typedef struct kt_param {
+  const char *key;
+  const char *value;
+} kt_param;
+
+typedef struct kt_variant {
+  const char *name;        /* file, kernel symbol, registry and database key */
+  kt_family family;
+  const char *algo;        /* the kernel within its family's template */
+  const kt_param *params;  /* parameter values, in the space's order */
+  int nparams;
+  int threads;             /* per block */
+  int cluster;             /* blocks per cluster; 1 = no cluster launch */
+  int min_cc;              /* minimum compute capability x 10 */
+  int smem_static;         /* bytes per block */
+  int smem_dynamic;        /* bytes per block, fixed part */
+  int smem_per_bin;        /* hist: dynamic bytes per bin a block holds */
+  int align;               /* matmul: pointers and leading dimensions must be
+                              multiples of this many floats */
+  long long max_nbins;     /* hist: most bins it serves on the target; 0 = any */
+  int default_rank;        /* 0, or preference among the untuned defaults */
+  const char *source_hash; /* FNV-1a 64 of the generated source */
+  kt_launch_fn launch;
+} kt_variant;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,94 @@
+-- templates/hist.space.lua: the parameter space of the histogram family.
+--
+-- bins[clamp(s, 0, nbins - 1)] += 1 for every int32 sample s; uint32
+-- counts; the output is overwritten.  Three algorithms span the range:
+-- global atomics (any nbins), one block's shared memory, and a thread-block
+-- cluster's distributed shared memory (the Programming Guide's
+-- clusterHist_kernel), which holds nbins up to cluster x one block's share.
+local F = 4 -- bytes per counter
+
+local function log2(x)
+  local n = 0
+  while x > 1 do x = x // 2; n = n + 1 end
+  return n
+end
+
+return {
+  family = "hist",
+  template = "templates/hist.cu.tpl",
+
+  -- Untuned calls use the first of these that fits nbins on the device;
+  -- global atomics serve every nbins.
+  defaults = { "hist_smem_t512_r1_a0_u2", "hist_dsm_c4_t512_cyclic_u2", "hist_dsm_c16_t512_cyclic_u2",
+               "hist_global_t512_a0_u2" },
+
+  kernels = {
+    {
+      algo = "global",
+      doc = "every sample is an atomic add on the output in global memory",
+      params = {
+        { "threads", { 256, 512 }, "threads per block" },
+        { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)" },
+        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
+      },
+      derive = function(v)
+        v.smem_static, v.smem_dynamic, v.smem_per_bin = 0, 0, 0
+        v.cluster, v.min_cc, v.max_nbins = 1, 0, 0
+      end,
+      name = function(v) return ("hist_global_t%d_a%d_u%d"):format(v.threads, v.agg, v.ipt) end,
+    },
+    {
+      algo = "smem",
+      doc = "each block counts into its own copy of the bins in shared memory, then adds it to the output",
+      params = {
+        { "threads", { 256, 512, 1024 }, "threads per block" },
+        { "rep", { 1, 2 }, "copies of the bins per block; warp w counts into copy w % rep" },
+        { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)" },
+        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
+      },
+      derive = function(v, t)
+        v.smem_static, v.smem_dynamic = 0, 0
+        v.smem_per_bin = F * v.rep
+        v.cluster, v.min_cc = 1, 0
+        v.max_nbins = t.smem_optin // v.smem_per_bin
+      end,
+      name = function(v) return ("hist_smem_t%d_r%d_a%d_u%d"):format(v.threads, v.rep, v.agg, v.ipt) end,
+      constraints = {
+        { "rep copies need at least rep warps", function(v) return v.threads // 32 >= v.rep end },
+      },
+    },
+    {
+      algo = "dsm",
+      doc = "the bins are spread over the distributed shared memory of a thread-block cluster",
+      params = {
+        { "cluster", { 1, 2, 4, 8, 16 }, "blocks per cluster; the bins are split over them" },
+        { "threads", { 256, 512, 1024 }, "threads per block" },
+        { "layout", { "blocked", "cyclic" },
+          "which block holds bin b: blocked = b / per_block (the Guide's), cyclic = b % cluster" },
+        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
+      },
+      derive = function(v, t)
+        v.log2_cluster = log2(v.cluster)
+        v.smem_static, v.smem_dynamic = 0, 0
+        v.smem_per_bin = F
+        v.min_cc = 90
+        v.max_nbins = (t.smem_optin // F) * v.cluster
+      end,
+      name = function(v)
+        return ("hist_dsm_c%d_t%d_%s_u%d"):format(v.cluster, v.threads, v.layout, v.ipt)
+      end,
+      constraints = {
+        { "cluster launch and distributed shared memory need sm_90", function(v, t) return t.cc >= 90 end },
+        { "cluster size <= 16 (sizes above 8 are non-portable)", function(v, t) return v.cluster <= t.max_cluster end },
+        { "cluster size is a power of two", function(v) return 1 << v.log2_cluster == v.cluster end },
+        { "a cluster of 1 has one layout: keep blocked", function(v) return v.cluster > 1 or v.layout == "blocked" end },
+        { "16 blocks of 1024 threads exceed what a GPC co-schedules",
+          function(v) return v.cluster * v.threads <= 8192 end },
+      },
+    },
+  },
+
+  constraints = {
+    { "threads per block <= the target's limit (1024)", function(v, t) return v.threads <= t.max_threads end },
+  },
+}

@@ -1,0 +1,70 @@
+/* tuner/measure.h: inputs, correctness checks and timing, shared by the
+ * tuner's worker, the GPU tests and the benchmarks (kt_measure_ prefix).
+ *
+ * Correctness criteria, used everywhere a variant is checked:
+ *   matmul: every element within the componentwise bound
+ *       |c - ref| <= (K + 2) * 2^-24 * (|alpha| * sum_k |a_ik * b_kj| + |beta * c0_ij|)
+ *     where ref is computed in double on the host.  This is the classical
+ *     worst-case bound for any order of fp32 summation (gamma_K), so it grows
+ *     linearly with K; wrong indexing misses it by orders of magnitude.
+ *     Padding beyond each row (lda > K ...) holds NaN, so a kernel that
+ *     reads it fails; C's padding holds a sentinel that must survive.
+ *   hist: every count exact.
+ * Inputs are fresh pseudo-random numbers from a caller-given seed; never
+ * all zero.
+ */
+#ifndef KT_MEASURE_H
+#define KT_MEASURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kt_internal.h"
+
+typedef struct kt_rng {
+  uint64_t s;
+} kt_rng;
+
+uint64_t kt_rng_next(kt_rng *r);         /* splitmix64 */
+float kt_rng_float(kt_rng *r);           /* uniform in [-1, 1) */
+
+/* Samples for a histogram of nbins: dist "uniform" (over the bins) or
+ * "skewed" (80% in 1% of the bins); about 1 in 1024 samples lies outside
+ * [0, nbins) on either side, to exercise clamping. */
+void kt_measure_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r);
+/* Exact CPU histogram with the library's clamping. */
+void kt_measure_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins);
+
+typedef struct kt_check {
+  int ok;              /* 1 when correct */
+  int launch_failed;   /* 1 when the launch or the kernel failed (CUDA error) */
+  double worst;        /* matmul: worst |err| / bound; hist: wrong bins */
+  char reason[256];    /* why not ok */
+} kt_check;
+
+/* Run v once on a fresh random problem of this shape, on the current
+ * device, and check it as above.  lda/ldb/ldc >= K/N/N. */
+void kt_measure_check_matmul(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
+                             long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out);
+
+/* Run v once on n fresh samples starting `offset` ints past a 256-byte
+ * aligned allocation (offset 1..3 makes the pointer misaligned for int4),
+ * and compare every count with the CPU's. */
+void kt_measure_check_hist(const kt_variant *v, const kt_device_info *dev, long long nbins, size_t n, int offset,
+                           const char *dist, uint64_t seed, kt_check *out);
+
+/* Time launches of v with args: warm-up, then repetitions each preceded by
+ * an (untimed) write of flush_bytes to flush (to evict L2), timed with CUDA
+ * events; stops after max_reps or once the total passes budget_ms (at least
+ * min_reps).  Returns the CUDA error (0 on success); *median_ms and *reps. */
+int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, int min_reps,
+                    int max_reps, double budget_ms, double *median_ms, int *reps);
+
+/* Same for any callable (baselines in benchmarks). */
+typedef int (*kt_measure_fn)(void *ctx);
+int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
+                       double budget_ms, double *median_ms, int *reps);
+
+double kt_measure_median(double *x, int n); /* sorts x */
+
+#endif
