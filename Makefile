@@ -153,7 +153,8 @@ test-lua:
 test-c: $(C_TESTS)
 	$(Q)if nvidia-smi -L >/dev/null 2>&1; then echo "GPU present: GPU tests run"; \
 	  else echo "*** no GPU on this machine: GPU tests are SKIPPED (they show as skipped below) ***"; fi
-	$(Q)fail=0; for t in $(C_TESTS); do echo "== $$t"; $$t --jobs=1 || fail=1; done; exit $$fail
+	$(Q)fail=0; for t in $(C_TESTS); do echo "== $$t"; \
+	  case $$t in *_gpu) v=--verbose;; *) v=;; esac; $$t --jobs=1 $$v || fail=1; done; exit $$fail
 
 # Every variant that the sm_80 target keeps must compile for sm_80 too.
 test-sm80:

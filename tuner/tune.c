@@ -322,9 +322,10 @@ int kt_tune_main(int argc, char **argv)
       fprintf(stderr, "ktune tune: nbins %lld is too large\n", bins[i]);
       return 2;
     }
-  char dists[4][16];
+  char dists[4][16], dist_list[64];
   int ndists = 0;
-  for (char *save = NULL, *d = strtok_r(o.dists, ",", &save); d && ndists < 4; d = strtok_r(NULL, ",", &save)) {
+  snprintf(dist_list, sizeof dist_list, "%s", o.dists); /* strtok_r cuts its input */
+  for (char *save = NULL, *d = strtok_r(dist_list, ",", &save); d && ndists < 4; d = strtok_r(NULL, ",", &save)) {
     if (strcmp(d, "uniform") && strcmp(d, "skewed")) {
       fprintf(stderr, "ktune tune: unknown distribution '%s' (uniform, skewed)\n", d);
       return 2;

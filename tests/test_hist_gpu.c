@@ -1,0 +1,143 @@
+/* tests/test_hist_gpu.c: every histogram variant, and kt_histogram through
+ * dispatch, count exactly what the CPU counts: out-of-range samples, any n,
+ * misaligned sample pointers, all samples in one bin. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpu_test.h"
+
+TestSuite(hist_gpu, .init = gpu_or_skip);
+
+static uint64_t fresh_seed(void)
+{
+  return (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)clock();
+}
+
+Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
+{
+  static const long long nbins[] = { 1, 7, 256, 4099, 65536, 262144, 1048576 };
+  static const char *dists[] = { "uniform", "skewed" };
+  kt_rng r = { fresh_seed() };
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_HIST)
+      continue;
+    for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
+      if (!kt_variant_serves_hist(v, &gpu, nbins[b]))
+        continue;
+      const size_t n = 200000 + kt_rng_next(&r) % 5000;
+      kt_check c;
+      kt_measure_check_hist(v, &gpu, nbins[b], n, (int)(kt_rng_next(&r) % 4), dists[b % 2], kt_rng_next(&r), &c);
+      cr_expect(c.ok, "%s, %lld bins: %s", v->name, nbins[b], c.reason);
+      ++checked;
+    }
+  }
+  cr_assert_gt(checked, 0);
+}
+
+Test(hist_gpu, every_variant_handles_tiny_inputs)
+{
+  kt_rng r = { fresh_seed() };
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_HIST || !kt_variant_serves_hist(v, &gpu, 300))
+      continue;
+    for (size_t n = 1; n <= 9; ++n)
+      for (int off = 0; off < 4; ++off) {
+        kt_check c;
+        kt_measure_check_hist(v, &gpu, 300, n, off, "uniform", kt_rng_next(&r), &c);
+        cr_expect(c.ok, "%s, n=%zu offset %d: %s", v->name, n, off, c.reason);
+      }
+  }
+}
+
+/* kt_histogram of host samples s[0..n) copied to an offset of `off` ints. */
+static void dispatched(kt_context *ctx, const int *s, size_t n, int off, long long nbins, char *variant)
+{
+  int *ds;
+  unsigned *db, *got = malloc(sizeof(unsigned) * nbins), *ref = malloc(sizeof(unsigned) * nbins);
+  CUDA_OK(cudaMalloc((void **)&ds, sizeof(int) * (n + 4)));
+  CUDA_OK(cudaMalloc((void **)&db, sizeof(unsigned) * nbins));
+  CUDA_OK(cudaMemcpy(ds + off, s, sizeof(int) * n, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(db, 0x5a, sizeof(unsigned) * nbins)); /* overwritten, not accumulated */
+  kt_choice ch;
+  cr_assert_eq(kt_histogram_choice(ctx, ds + off, n, db, nbins, &ch), KT_OK);
+  snprintf(variant, 96, "%s", ch.variant);
+  cr_assert_eq(kt_histogram(ctx, ds + off, n, db, nbins, NULL), KT_OK);
+  CUDA_OK(cudaMemcpy(got, db, sizeof(unsigned) * nbins, cudaMemcpyDeviceToHost));
+  kt_measure_hist_reference(s, n, nbins, ref);
+  long long wrong = 0;
+  for (long long b = 0; b < nbins; ++b)
+    wrong += got[b] != ref[b];
+  cr_expect_eq(wrong, 0, "%lld bins wrong via %s (nbins %lld, n %zu, offset %d)", wrong, variant, nbins, n, off);
+  cudaFree(ds), cudaFree(db);
+  free(got), free(ref);
+}
+
+Test(hist_gpu, kt_histogram_is_exact_through_dispatch_at_every_bin_count)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  static const long long nbins[] = { 1, 256, 4096, 65536, 262144, 1048576, 3000000 };
+  kt_rng r = { fresh_seed() };
+  const size_t n = 3000017;
+  int *s = malloc(sizeof(int) * n);
+  for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
+    char v[96];
+    kt_measure_hist_samples(s, n, nbins[b], b % 2 ? "skewed" : "uniform", &r);
+    dispatched(ctx, s, n, (int)(b % 4), nbins[b], v);
+  }
+  free(s);
+  kt_close(ctx);
+}
+
+Test(hist_gpu, all_samples_in_one_bin_and_all_out_of_range)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  const size_t n = 1 << 20;
+  int *s = malloc(sizeof(int) * n);
+  char v[96];
+  for (size_t i = 0; i < n; ++i)
+    s[i] = 17;
+  dispatched(ctx, s, n, 1, 4096, v);
+  for (size_t i = 0; i < n; ++i)
+    s[i] = i % 2 ? -5 : 1 << 30;
+  dispatched(ctx, s, n, 0, 65536, v);
+  free(s);
+  kt_close(ctx);
+}
+
+Test(hist_gpu, zero_samples_zero_the_bins)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  unsigned *db, got[512];
+  CUDA_OK(cudaMalloc((void **)&db, sizeof got));
+  CUDA_OK(cudaMemset(db, 0xff, sizeof got));
+  cr_assert_eq(kt_histogram(ctx, NULL, 0, db, 512, NULL), KT_OK);
+  CUDA_OK(cudaMemcpy(got, db, sizeof got, cudaMemcpyDeviceToHost));
+  for (int b = 0; b < 512; ++b)
+    cr_assert_eq(got[b], 0u, "bin %d = %u", b, got[b]);
+  cudaFree(db);
+  kt_close(ctx);
+}
+
+Test(hist_gpu, host_pointers_are_refused)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  int *hs = calloc(1000, sizeof(int));
+  unsigned *hb = calloc(16, sizeof(unsigned)), *db;
+  CUDA_OK(cudaMalloc((void **)&db, 16 * sizeof(unsigned)));
+  cr_expect_eq(kt_histogram(ctx, hs, 1000, db, 16, NULL), KT_ERR_NOT_DEVICE_POINTER);
+  int *ds;
+  CUDA_OK(cudaMalloc((void **)&ds, 1000 * sizeof(int)));
+  cr_expect_eq(kt_histogram(ctx, ds, 1000, hb, 16, NULL), KT_ERR_NOT_DEVICE_POINTER);
+  cudaFree(db), cudaFree(ds);
+  free(hs), free(hb);
+  kt_close(ctx);
+}

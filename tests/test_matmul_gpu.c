@@ -1,0 +1,166 @@
+/* tests/test_matmul_gpu.c: every matmul variant, and kt_matmul through
+ * dispatch, against a double-precision reference (tuner/measure.h states the
+ * bound) on fresh random shapes that are not tile multiples. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "gpu_test.h"
+
+TestSuite(matmul_gpu, .init = gpu_or_skip);
+
+static uint64_t fresh_seed(void)
+{
+  return (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)clock();
+}
+
+Test(matmul_gpu, every_variant_is_correct_on_odd_shapes_with_padded_leading_dimensions)
+{
+  kt_rng r = { fresh_seed() };
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, &gpu))
+      continue;
+    const int a = v->align;
+    const int m = 1 + (int)(kt_rng_next(&r) % 300), n = 1 + (int)(kt_rng_next(&r) % 300),
+              k = 1 + (int)(kt_rng_next(&r) % 400);
+    const long long lda = (k + a - 1) / a * a + a, ldb = (n + a - 1) / a * a + a, ldc = (n + a - 1) / a * a + 2 * a;
+    kt_check c;
+    kt_measure_check_matmul(v, &gpu, m, n, k, lda, ldb, ldc, 0.5f, 2.0f, kt_rng_next(&r), &c);
+    cr_expect(c.ok, "%s: %s", v->name, c.reason);
+    kt_measure_check_matmul(v, &gpu, m, n, k, lda, ldb, ldc, -1.5f, 0.0f, kt_rng_next(&r), &c);
+    cr_expect(c.ok, "%s (beta 0, C holds NaN): %s", v->name, c.reason);
+    ++checked;
+  }
+  cr_assert_gt(checked, 0);
+}
+
+Test(matmul_gpu, every_variant_handles_degenerate_shapes)
+{
+  static const int shapes[][3] = { { 1, 1, 1 }, { 1, 257, 3 }, { 129, 1, 65 }, { 3, 5, 1025 }, { 64, 64, 1 } };
+  kt_rng r = { fresh_seed() };
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, &gpu))
+      continue;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+      const int a = v->align, m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+      const long long lda = (k + a - 1) / a * a, ldb = (n + a - 1) / a * a, ldc = (n + a - 1) / a * a;
+      kt_check c;
+      kt_measure_check_matmul(v, &gpu, m, n, k, lda, ldb, ldc, 1.0f, 0.0f, kt_rng_next(&r), &c);
+      cr_expect(c.ok, "%s at %dx%dx%d: %s", v->name, m, n, k, c.reason);
+    }
+  }
+}
+
+/* Run kt_matmul on device copies at an offset of `shift` floats and compare
+ * with a double reference; returns the worst error over the bound. */
+static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float alpha, float beta, char *variant)
+{
+  kt_rng r = { fresh_seed() };
+  const long long lda = k + 1, ldb = n + 3, ldc = n + 2;
+  const size_t na = m * lda + shift, nb = k * ldb + shift, nc = m * ldc + shift;
+  float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
+  for (size_t i = 0; i < na; ++i)
+    A[i] = kt_rng_float(&r);
+  for (size_t i = 0; i < nb; ++i)
+    B[i] = kt_rng_float(&r);
+  for (size_t i = 0; i < nc; ++i)
+    C0[i] = kt_rng_float(&r);
+  float *dA, *dB, *dC;
+  CUDA_OK(cudaMalloc((void **)&dA, na * 4));
+  CUDA_OK(cudaMalloc((void **)&dB, nb * 4));
+  CUDA_OK(cudaMalloc((void **)&dC, nc * 4));
+  CUDA_OK(cudaMemcpy(dA, A, na * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dB, B, nb * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice));
+  kt_choice ch;
+  cr_assert_eq(kt_matmul_choice(ctx, m, n, k, dA + shift, lda, dB + shift, ldb, dC + shift, ldc, &ch), KT_OK);
+  snprintf(variant, 96, "%s", ch.variant);
+  cr_assert_eq(kt_matmul(ctx, m, n, k, alpha, dA + shift, lda, dB + shift, ldb, beta, dC + shift, ldc, NULL), KT_OK);
+  CUDA_OK(cudaDeviceSynchronize());
+  CUDA_OK(cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost));
+  double worst = 0;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double ref = 0, mag = 0;
+      for (int p = 0; p < k; ++p) {
+        double x = (double)A[shift + i * lda + p] * B[shift + p * ldb + j];
+        ref += x;
+        mag += fabs(x);
+      }
+      const double c0 = C0[shift + i * ldc + j];
+      ref = alpha * ref + beta * c0;
+      double e = fabs(C[shift + i * ldc + j] - ref) / ((k + 2) * 0x1p-24 * (fabs(alpha) * mag + fabs(beta * c0)) + 1e-30);
+      worst = isnan(e) || e > worst ? (isnan(e) ? INFINITY : e) : worst;
+    }
+  cudaFree(dA), cudaFree(dB), cudaFree(dC);
+  free(A), free(B), free(C0), free(C);
+  return worst;
+}
+
+Test(matmul_gpu, kt_matmul_is_correct_through_dispatch_aligned_and_misaligned)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  char v1[96], v2[96];
+  double e1 = dispatched(ctx, 333, 271, 517, 0, 1.0f, 0.5f, v1);
+  cr_expect(e1 <= 1.0, "aligned call via %s: error %.3g x the bound", v1, e1);
+  /* One float off: 16-byte vector variants cannot serve it. */
+  double e2 = dispatched(ctx, 333, 271, 517, 1, 2.0f, -1.0f, v2);
+  cr_expect(e2 <= 1.0, "misaligned call via %s: error %.3g x the bound", v2, e2);
+  const kt_variant *v = kt_registry_find(v2);
+  cr_assert_not_null(v);
+  cr_expect_eq(v->align, 1, "a misaligned call went to %s (align %d)", v2, v->align);
+  kt_close(ctx);
+}
+
+Test(matmul_gpu, host_pointers_are_refused_and_nothing_is_written)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  float *host = calloc(64 * 64, sizeof(float));
+  float *dev;
+  CUDA_OK(cudaMalloc((void **)&dev, 64 * 64 * 4));
+  cr_expect_eq(kt_matmul(ctx, 64, 64, 64, 1, host, 64, dev, 64, 0, dev, 64, NULL), KT_ERR_NOT_DEVICE_POINTER);
+  cr_expect_eq(kt_matmul(ctx, 64, 64, 64, 1, dev, 64, dev, 64, 0, host, 64, NULL), KT_ERR_NOT_DEVICE_POINTER);
+  for (int i = 0; i < 64 * 64; ++i)
+    cr_assert_eq(host[i], 0.0f);
+  cudaFree(dev);
+  free(host);
+  kt_close(ctx);
+}
+
+typedef struct job {
+  kt_context *ctx;
+  double worst;
+  char variant[96];
+  int m;
+} job;
+
+static void *thread_body(void *p)
+{
+  job *j = p;
+  j->worst = dispatched(j->ctx, j->m, 97, 131, 0, 1.0f, 0.0f, j->variant);
+  return NULL;
+}
+
+Test(matmul_gpu, one_context_serves_several_threads)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  pthread_t t[4];
+  job jobs[4];
+  for (int i = 0; i < 4; ++i) {
+    jobs[i] = (job){ ctx, 0, "", 50 + 37 * i };
+    pthread_create(&t[i], NULL, thread_body, &jobs[i]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    pthread_join(t[i], NULL);
+    cr_expect(jobs[i].worst <= 1.0, "thread %d (%s): error %.3g x the bound", i, jobs[i].variant, jobs[i].worst);
+  }
+  kt_close(ctx);
+}
