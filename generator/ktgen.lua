@@ -117,6 +117,9 @@ local function main(argv)
     local path = opts.templates .. "/" .. fam .. ".space.lua"
     local s = space.load(path, errs)
     if s then
+      -- The space names its template from the project root; like the space,
+      -- it is read from the --templates folder.
+      if type(s.template) == "string" then s.template = opts.templates .. "/" .. s.template:match("[^/]*$") end
       local kept, dropped = space.enumerate(s, t, errs)
       local compiled = render.compile(s.template, errs)
       if kept and compiled then

@@ -1,0 +1,961 @@
+-- tests/generator_spec.lua: the generator (generator/*.lua) checked against
+-- the spaces and templates it ships with (templates/*).
+--
+--   busted --lpath='./?.lua' --pattern=_spec tests/      (from the project root)
+--
+-- Every expectation is worked out here from the space files, the target table
+-- or the generated text itself; no count is copied from a run.  Each tree is
+-- generated into a fresh directory under /tmp that is removed afterwards:
+-- generated/ and build/ are never touched.
+local space = require("generator.space")
+local diag = require("generator.diag")
+local targets = require("generator.targets")
+local registry = require("generator.registry")
+
+local LUA = "lua5.4"
+
+-- ---- helpers -----------------------------------------------------------
+
+local function read(path)
+  local f = io.open(path, "rb")
+  if not f then return nil end
+  local s = f:read("a")
+  f:close()
+  return s
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local function exists(path)
+  return os.execute("test -e '" .. path .. "'") == true
+end
+
+local function lines_of(text)
+  local out = {}
+  for line in (text .. (text:sub(-1) == "\n" and "" or "\n")):gmatch("([^\n]*)\n") do out[#out + 1] = line end
+  return out
+end
+
+local function mkdtemp()
+  local p = assert(io.popen("mktemp -d /tmp/ktgen_spec.XXXXXX"))
+  local dir = p:read("l")
+  p:close()
+  assert(dir and dir:match("^/tmp/ktgen_spec%.[%w]+$"), "mktemp -d failed")
+  return dir
+end
+
+local function rm_tree(dir)
+  -- Only ever a directory that mkdtemp made.
+  assert(dir:match("^/tmp/ktgen_spec%.[%w]+$"), "refusing to remove " .. dir)
+  os.execute("rm -rf '" .. dir .. "'")
+end
+
+-- Run the generator from the project root: exit code, stdout, stderr.
+local function ktgen(args)
+  local errfile = os.tmpname()
+  local p = assert(io.popen(LUA .. " generator/ktgen.lua " .. args .. " 2>" .. errfile))
+  local out = p:read("a")
+  local _, _, code = p:close()
+  local err = read(errfile) or ""
+  os.remove(errfile)
+  return code, out, err
+end
+
+local function ktgen_ok(args)
+  local code, out, err = ktgen(args)
+  assert(code == 0, "ktgen " .. args .. " failed:\n" .. err)
+  return out
+end
+
+-- Every file under dir, as { relative path = content }.
+local function tree(dir)
+  local files = {}
+  local p = assert(io.popen("cd '" .. dir .. "' && find . -type f | LC_ALL=C sort"))
+  for path in p:lines() do
+    local rel = path:sub(3)
+    files[rel] = read(dir .. "/" .. rel)
+  end
+  p:close()
+  return files
+end
+
+-- What differs between two trees, one line per file; {} when identical.
+local function tree_diff(a, b)
+  local out = {}
+  for path, text in pairs(a) do
+    if b[path] == nil then out[#out + 1] = "only in the first: " .. path
+    elseif b[path] ~= text then out[#out + 1] = "differs: " .. path end
+  end
+  for path in pairs(b) do
+    if a[path] == nil then out[#out + 1] = "only in the second: " .. path end
+  end
+  table.sort(out)
+  return out
+end
+
+local function count(t)
+  local n = 0
+  for _ in pairs(t) do n = n + 1 end
+  return n
+end
+
+local function sorted_keys(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return out
+end
+
+-- Replace the first occurrence of `from` in `s`, literally.
+local function replace_plain(s, from, to)
+  local a, b = s:find(from, 1, true)
+  assert(a, "'" .. from .. "' not found in '" .. s .. "'")
+  return s:sub(1, a - 1) .. to .. s:sub(b + 1)
+end
+
+local function escape_pattern(s)
+  return (s:gsub("%p", "%%%0"))
+end
+
+-- 64-bit FNV-1a, written apart from the generator's: the state is two 32-bit
+-- halves, and multiplying by the prime 1099511628211 = 2^40 + 0x1b3 is a
+-- small product plus a shift (x << 40 only moves lo's low 24 bits into hi).
+local FNV_PRIME_LOW = 1099511628211 - (1 << 40)
+local function fnv1a64(s)
+  local hi, lo = 0xcbf29ce4, 0x84222325 -- offset basis 0xcbf29ce484222325
+  for i = 1, #s do
+    lo = lo ~ s:byte(i)
+    local lo_p = lo * FNV_PRIME_LOW
+    hi = (hi * FNV_PRIME_LOW + (lo_p >> 32) + (lo << 8)) & 0xffffffff
+    lo = lo_p & 0xffffffff
+  end
+  return ("%08x%08x"):format(hi, lo)
+end
+
+-- ---- the spaces, read the way the generator reads them ---------------
+
+-- Every family that has a space file, by name.
+local FAMILIES = {}
+do
+  local p = assert(io.popen("ls templates/*.space.lua"))
+  for path in p:lines() do FAMILIES[#FAMILIES + 1] = path:match("([^/]+)%.space%.lua$") end
+  p:close()
+  table.sort(FAMILIES)
+end
+
+local function load_space(family)
+  local errs = diag.new()
+  local s = space.load("templates/" .. family .. ".space.lua", errs)
+  assert(s and errs:empty(), "cannot load the " .. family .. " space")
+  return s
+end
+
+local function enumerate(s, t)
+  local errs = diag.new()
+  local kept, dropped = space.enumerate(s, t, errs)
+  if not kept then
+    local e = errs.list[1]
+    error(("enumerate failed: %s:%d: %s"):format(e.file, e.line, e.msg))
+  end
+  return kept, dropped
+end
+
+local function kernel_of(s, algo)
+  for _, k in ipairs(s.kernels) do
+    if k.algo == algo then return k end
+  end
+end
+
+-- The constraints that apply to one kernel, in the order the generator
+-- checks them: the kernel's own, then the family's.
+local function constraints_of(s, k)
+  local list = {}
+  for _, c in ipairs(k.constraints or {}) do list[#list + 1] = c end
+  for _, c in ipairs(s.constraints or {}) do list[#list + 1] = c end
+  return list
+end
+
+-- One configuration's parameter values, as a string that identifies it.
+local function key_of(k, v)
+  local parts = {}
+  for _, p in ipairs(k.params) do parts[#parts + 1] = p[1] .. "=" .. tostring(v[p[1]]) end
+  return table.concat(parts, ",")
+end
+
+-- Every combination of a kernel's parameter values, computed here rather
+-- than by the generator.
+local function all_keys(k)
+  local keys = { "" }
+  for i, p in ipairs(k.params) do
+    local next_keys = {}
+    for _, partial in ipairs(keys) do
+      for _, value in ipairs(p[2]) do
+        next_keys[#next_keys + 1] = partial .. (i > 1 and "," or "") .. p[1] .. "=" .. tostring(value)
+      end
+    end
+    keys = next_keys
+  end
+  return keys
+end
+
+-- Values just outside a parameter's shipped range: the powers of two from 1
+-- to 8x the largest value, and the largest + 1 (not a power of two).  Only
+-- integer parameters are pushed; the rest stay as shipped.
+local function probe_values(values)
+  local hi, shipped = nil, {}
+  for _, x in ipairs(values) do
+    if math.type(x) ~= "integer" then return {} end
+    shipped[x] = true
+    hi = math.max(hi or x, x)
+  end
+  local out, x = {}, 1
+  while x <= 8 * hi do
+    if not shipped[x] then out[#out + 1] = x end
+    x = x * 2
+  end
+  if not shipped[hi + 1] then out[#out + 1] = hi + 1 end
+  return out
+end
+
+-- The space s reduced to kernel k, with parameter i fixed at `value`.
+local function probe_space(s, k, i, value)
+  local params = {}
+  for j, p in ipairs(k.params) do params[j] = (j == i) and { p[1], { value }, p[3] } or p end
+  local probe_kernel = setmetatable({ params = params }, { __index = k })
+  return setmetatable({ kernels = { probe_kernel } }, { __index = s })
+end
+
+-- ---- the generated text ----------------------------------------------
+
+-- The DO-NOT-EDIT block at the top of a generated .cu.
+local function parse_header(text)
+  local block = text:match("^(/%*.-%*/)\n")
+  if not block then return nil end
+  local h = { params = {} }
+  h.version, h.template = block:match("^/%* DO NOT EDIT: generated by ktgen (%S+) from (%S+)%.\n")
+  h.command = block:match("\n %* Regenerate from the project root with:\n %*     ([^\n]+)\n")
+  h.variant = block:match("\n %* variant: ([^\n]*)\n")
+  h.family, h.algo = block:match("\n %* family:  (%S+) %(([^)]*)%)\n")
+  h.target = block:match("\n %* target:  ([^\n]*)\n")
+  local params = block:match("\n %* parameters:\n(.-)\n %* launch needs:")
+  for line in ((params or "") .. "\n"):gmatch("([^\n]*)\n") do
+    local name, value, meaning = line:match("^ %*   ([%a_][%w_]*) *= (%S+) +(.*)$")
+    h.params[#h.params + 1] = name and { name, value, meaning } or { "unparsed line", line }
+  end
+  h.threads, h.smem_static, h.smem_dynamic, h.cluster = block:match(
+    "\n %* launch needs: (%d+) threads, (%d+) B static %+ (%d+) B dynamic shared memory, cluster (%d+),")
+  h.body = text:sub(#block + 2)
+  return h
+end
+
+-- registry.c: one table per entry, by name (a name seen twice is counted).
+local function parse_registry(text)
+  local entries, seen = {}, {}
+  for name in text:gmatch('%.name = "([^"]*)"') do seen[name] = (seen[name] or 0) + 1 end
+  for name, fields in text:gmatch('%{ %.name = "([^"]*)",(.-) %},\n') do
+    local e = { name = name }
+    for field, value in fields:gmatch("%.([%w_]+) = ([^,]+)") do e[field] = value:gsub('^"(.*)"$', "%1") end
+    e.params = {}
+    local list = text:match("static const kt_param params_" .. name .. "%[%] = %{ (.-) %};\n")
+    for p, v in (list or ""):gmatch('%{ "([^"]*)", "([^"]*)" %}') do e.params[#e.params + 1] = { p, v } end
+    entries[name] = e
+  end
+  return entries, seen
+end
+
+-- variants.mk: { ["family/name"] = true } and the architecture it names.
+local function parse_variants_mk(text)
+  local set = {}
+  local joined = text:gsub("\\\n", " ")
+  for _, list in joined:gmatch("KT_VARIANTS_([%w_]+) := ([^\n]*)") do
+    for item in list:gmatch("%S+") do set[item] = true end
+  end
+  return set, joined:match("KT_GENERATED_ARCH := (%S+)")
+end
+
+-- A pattern that matches a template line after its $(...) are expanded.
+local function expansion_pattern(tpl_line)
+  local parts, pos = {}, 1
+  while true do
+    local a, b = tpl_line:find("%$%b()", pos)
+    if not a then break end
+    parts[#parts + 1] = escape_pattern(tpl_line:sub(pos, a - 1))
+    parts[#parts + 1] = ".-"
+    pos = b + 1
+  end
+  parts[#parts + 1] = escape_pattern(tpl_line:sub(pos))
+  return "^" .. table.concat(parts) .. "$"
+end
+
+-- ---- the tests -----------------------------------------------------------
+
+assert(read("generator/ktgen.lua"), "run busted from the project root")
+
+describe("ktgen", function()
+  -- One generated tree per target, shared by the tests that only read it.
+  local ROOT
+  local TREE = {} -- arch -> { dir = ..., files = tree(dir), stdout = ... }
+  local TARGETS = targets.names()
+
+  setup(function()
+    ROOT = mkdtemp()
+    for _, arch in ipairs(TARGETS) do
+      local dir = ROOT .. "/" .. arch
+      local out = ktgen_ok("--arch " .. arch .. " --out " .. dir)
+      TREE[arch] = { dir = dir, files = tree(dir), stdout = out }
+    end
+  end)
+
+  teardown(function()
+    if ROOT then rm_tree(ROOT) end
+  end)
+
+  -- The .cu files of one tree: { name = { family =, path =, text = } }.
+  local function variants(arch)
+    local out = {}
+    for path, text in pairs(TREE[arch].files) do
+      local family, name = path:match("^([%w_]+)/([%w_]+)%.cu$")
+      if family then out[name] = { family = family, path = path, text = text } end
+    end
+    return out
+  end
+
+  describe("constraints", function()
+    it("each family and kernel has constraints with distinct, non-empty reasons", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, k in ipairs(s.kernels) do
+          local seen = {}
+          for _, c in ipairs(constraints_of(s, k)) do
+            if c[1] == "" then problems[#problems + 1] = family .. "/" .. k.algo .. ": empty reason" end
+            if seen[c[1]] then problems[#problems + 1] = family .. "/" .. k.algo .. ": reason twice: " .. c[1] end
+            seen[c[1]] = true
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("enumerate meets every combination of parameter values exactly once, kept or dropped", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, arch in ipairs(TARGETS) do
+          local kept, dropped = enumerate(s, targets.get(arch))
+          local met = {}
+          local function meet(v)
+            local k = kernel_of(s, v.algo)
+            local key = v.algo .. ":" .. key_of(k, v)
+            met[key] = (met[key] or 0) + 1
+          end
+          for _, v in ipairs(kept) do meet(v) end
+          for _, d in ipairs(dropped) do meet(d.v) end
+          local expected = 0
+          for _, k in ipairs(s.kernels) do
+            for _, key in ipairs(all_keys(k)) do
+              expected = expected + 1
+              if met[k.algo .. ":" .. key] ~= 1 then
+                problems[#problems + 1] = ("%s %s: %s:%s met %d times"):format(family, arch, k.algo, key,
+                  met[k.algo .. ":" .. key] or 0)
+              end
+            end
+          end
+          if #kept + #dropped ~= expected then
+            problems[#problems + 1] = ("%s %s: %d kept + %d dropped, but the space has %d combinations"):format(
+              family, arch, #kept, #dropped, expected)
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("every kept configuration passes every constraint, on every target", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, arch in ipairs(TARGETS) do
+          local t = targets.get(arch)
+          local kept = enumerate(s, t)
+          for _, v in ipairs(kept) do
+            for _, c in ipairs(constraints_of(s, kernel_of(s, v.algo))) do
+              if not c[2](v, t) then
+                problems[#problems + 1] = ("%s kept %s, which breaks: %s"):format(arch, v.name, c[1])
+              end
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("every dropped configuration lists exactly the constraints it breaks, in order", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, arch in ipairs(TARGETS) do
+          local t = targets.get(arch)
+          local _, dropped = enumerate(s, t)
+          for _, d in ipairs(dropped) do
+            local broken = {}
+            for _, c in ipairs(constraints_of(s, kernel_of(s, d.v.algo))) do
+              if not c[2](d.v, t) then broken[#broken + 1] = c[1] end
+            end
+            if #broken == 0 or table.concat(broken, "\n") ~= table.concat(d.reasons, "\n") then
+              problems[#problems + 1] = ("%s dropped %s for {%s} but it breaks {%s}"):format(
+                arch, d.v.name, table.concat(d.reasons, "; "), table.concat(broken, "; "))
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    -- A constraint that nothing in the shipped value lists breaks (a guard
+    -- for values someone may add later) is still checked: one parameter at
+    -- a time is pushed outside its shipped range (probe_values), and the
+    -- generator's own enumerate must drop the result for that reason.
+    -- Probes that make derive() itself fail (a division by zero) are skipped.
+    it("every constraint drops a configuration that breaks it, with its reason (on some target)", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        local shown = {} -- algo .. reason -> true once a breaker was dropped for it
+        local function collect(dropped, t)
+          for _, d in ipairs(dropped) do
+            local k = kernel_of(s, d.v.algo)
+            for _, c in ipairs(constraints_of(s, k)) do
+              local listed = false
+              for _, r in ipairs(d.reasons) do listed = listed or r == c[1] end
+              if listed and not c[2](d.v, t) then shown[k.algo .. "\0" .. c[1]] = true end
+            end
+          end
+        end
+        for _, arch in ipairs(TARGETS) do
+          local t = targets.get(arch)
+          local _, dropped = enumerate(s, t)
+          collect(dropped, t)
+          for _, k in ipairs(s.kernels) do
+            for i, p in ipairs(k.params) do
+              for _, value in ipairs(probe_values(p[2])) do
+                local _, probe_dropped = space.enumerate(probe_space(s, k, i, value), t, diag.new())
+                if probe_dropped then collect(probe_dropped, t) end
+              end
+            end
+          end
+        end
+        -- A kernel's constraint must bite on that kernel; a family-wide one
+        -- on at least one kernel.
+        for _, k in ipairs(s.kernels) do
+          for _, c in ipairs(k.constraints or {}) do
+            if not shown[k.algo .. "\0" .. c[1]] then
+              problems[#problems + 1] = family .. "/" .. k.algo .. " never drops for: " .. c[1]
+            end
+          end
+        end
+        for _, c in ipairs(s.constraints or {}) do
+          local any = false
+          for _, k in ipairs(s.kernels) do any = any or shown[k.algo .. "\0" .. c[1]] end
+          if not any then problems[#problems + 1] = family .. " (family-wide) never drops for: " .. c[1] end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("a target-dependent constraint bites on one target and not on another", function()
+      -- "cluster launch ... need sm_90" is the example: it must drop
+      -- something on a target without clusters and nothing on one with them.
+      local s = load_space("hist")
+      local reason
+      for _, k in ipairs(s.kernels) do
+        for _, c in ipairs(k.constraints or {}) do
+          if c[1]:find("need sm_90", 1, true) then reason = c[1] end
+        end
+      end
+      assert.is_not_nil(reason, "hist has a constraint whose reason says 'need sm_90'")
+      local function drops(arch)
+        local n = 0
+        local _, dropped = enumerate(s, targets.get(arch))
+        for _, d in ipairs(dropped) do
+          for _, r in ipairs(d.reasons) do if r == reason then n = n + 1 end end
+        end
+        return n
+      end
+      assert.is_true(drops("sm_80") > 0, "drops on sm_80")
+      assert.are.equal(0, drops("sm_90"))
+    end)
+  end)
+
+  describe("variant names", function()
+    it("are C identifiers", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, arch in ipairs(TARGETS) do
+          for _, v in ipairs((enumerate(s, targets.get(arch)))) do
+            if not v.name:match("^[%a_][%w_]*$") then problems[#problems + 1] = v.name end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("are distinct for all configurations, kept or dropped, so a name fixes every parameter", function()
+      local problems = {}
+      local owner = {} -- across families too: the registry is one table
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        local kept, dropped = enumerate(s, targets.get("sm_90"))
+        local all = {}
+        for _, v in ipairs(kept) do all[#all + 1] = v end
+        for _, d in ipairs(dropped) do all[#all + 1] = d.v end
+        for _, v in ipairs(all) do
+          local key = family .. "/" .. v.algo .. ":" .. key_of(kernel_of(s, v.algo), v)
+          if owner[v.name] and owner[v.name] ~= key then
+            problems[#problems + 1] = v.name .. " names both " .. owner[v.name] .. " and " .. key
+          end
+          owner[v.name] = key
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("spell out every parameter value as a whole token", function()
+      -- 8 must not be found inside 128, nor "block" inside "blocked".
+      local function has_token(name, value)
+        local s = tostring(value)
+        local class = s:match("^%d+$") and "%d" or "[%a%d]"
+        local from = 1
+        while true do
+          local a, b = name:find(s, from, true)
+          if not a then return false end
+          if not name:sub(a - 1, a - 1):match(class) and not name:sub(b + 1, b + 1):match(class) then
+            return true
+          end
+          from = a + 1
+        end
+      end
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, arch in ipairs(TARGETS) do
+          for _, v in ipairs((enumerate(s, targets.get(arch)))) do
+            for _, p in ipairs(v.param_names) do
+              if not has_token(v.name, v[p]) then
+                problems[#problems + 1] = ("%s does not spell %s = %s"):format(v.name, p, tostring(v[p]))
+              end
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("are the same in every run and on every target", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local name_of = {} -- configuration -> name, from the first run seen
+        for _ = 1, 2 do
+          local s = load_space(family) -- a fresh load: nothing carried over
+          for _, arch in ipairs(TARGETS) do
+            local kept, dropped = enumerate(s, targets.get(arch))
+            local all = {}
+            for _, v in ipairs(kept) do all[#all + 1] = v end
+            for _, d in ipairs(dropped) do all[#all + 1] = d.v end
+            for _, v in ipairs(all) do
+              local key = v.algo .. ":" .. key_of(kernel_of(s, v.algo), v)
+              if name_of[key] and name_of[key] ~= v.name then
+                problems[#problems + 1] = ("%s is %s on %s but %s before"):format(key, v.name, arch, name_of[key])
+              end
+              name_of[key] = v.name
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("are the file names the generator writes, for exactly the kept configurations", function()
+      local problems = {}
+      for _, arch in ipairs(TARGETS) do
+        local expected = {}
+        for _, family in ipairs(FAMILIES) do
+          for _, v in ipairs((enumerate(load_space(family), targets.get(arch)))) do
+            expected[family .. "/" .. v.name .. ".cu"] = true
+          end
+        end
+        local written = {}
+        for name, f in pairs(variants(arch)) do written[f.family .. "/" .. name .. ".cu"] = true end
+        for path in pairs(expected) do
+          if not written[path] then problems[#problems + 1] = arch .. ": not written: " .. path end
+        end
+        for path in pairs(written) do
+          if not expected[path] then problems[#problems + 1] = arch .. ": written but not kept: " .. path end
+        end
+      end
+      table.sort(problems)
+      assert.are.same({}, problems)
+    end)
+  end)
+
+  describe("generation", function()
+    -- The header records the regenerate command, --out included, so the two
+    -- runs use the same --out: the first tree is moved aside before the
+    -- second run.
+    it("is deterministic: two runs give byte-identical trees", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet")
+      assert(os.rename(dir .. "/out", dir .. "/first"))
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet")
+      local first, second = tree(dir .. "/first"), tree(dir .. "/out")
+      assert.is_true(count(first) > 0)
+      assert.are.same({}, tree_diff(first, second))
+    end)
+
+    it("writes every file on the first run and rewrites none on a rerun", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local out = dir .. "/out"
+      local first = ktgen_ok("--arch sm_90 --out " .. out)
+      local before = tree(out)
+      assert.are.equal(count(before), tonumber(first:match("%((%d+) file%(s%) rewritten%)")))
+      local again = ktgen_ok("--arch sm_90 --out " .. out)
+      assert.is_truthy(again:find("(0 file(s) rewritten)", 1, true), again)
+      assert.are.same({}, tree_diff(before, tree(out)))
+    end)
+
+    it("is reproduced by the command written in every header", function()
+      local dir = TREE.sm_90.dir
+      local commands = {}
+      for _, f in pairs(variants("sm_90")) do commands[parse_header(f.text).command] = true end
+      assert.are.same({ ["lua5.4 generator/ktgen.lua --arch sm_90 --out " .. dir] = true }, commands)
+      local command = next(commands)
+      local p = assert(io.popen(command .. " 2>&1"))
+      local out = p:read("a")
+      assert.is_true(p:close(), out)
+      assert.is_truthy(out:find("(0 file(s) rewritten)", 1, true), out)
+      assert.are.same({}, tree_diff(TREE.sm_90.files, tree(dir)))
+    end)
+
+    it("generates the whole space in under 2 s", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local p = assert(io.popen("s=$(date +%s%N); " .. LUA .. " generator/ktgen.lua --arch sm_90 --out " .. dir ..
+        "/out --quiet >/dev/null 2>&1; rc=$?; e=$(date +%s%N); echo $rc $((e - s))"))
+      local rc, ns = p:read("a"):match("^(%d+) (%d+)")
+      p:close()
+      assert.are.equal("0", rc)
+      assert.is_true(count(tree(dir .. "/out")) > 0)
+      local seconds = tonumber(ns) / 1e9
+      assert.is_true(seconds < 2, ("took %.3f s"):format(seconds))
+    end)
+  end)
+
+  describe("file headers", function()
+    it("start every .cu and list the template, version, target and every parameter", function()
+      local problems = {}
+      local function check(cond, what) if not cond then problems[#problems + 1] = what end end
+      for _, arch in ipairs(TARGETS) do
+        local files = variants(arch)
+        for _, family in ipairs(FAMILIES) do
+          local s = load_space(family)
+          for _, v in ipairs((enumerate(s, targets.get(arch)))) do
+            local where = arch .. " " .. v.name .. ": "
+            local f = files[v.name]
+            local h = f and parse_header(f.text)
+            check(h, where .. "no file, or no header at its top")
+            if h then
+              check(h.version == registry.VERSION, where .. "version " .. tostring(h.version))
+              check(h.template == s.template, where .. "template " .. tostring(h.template))
+              check(h.target == arch, where .. "target " .. tostring(h.target))
+              check(h.variant == v.name, where .. "variant " .. tostring(h.variant))
+              check(h.family == family and h.algo == v.algo, where .. "family line")
+              local k = kernel_of(s, v.algo)
+              check(#h.params == #k.params, where .. ("%d parameter lines for %d parameters"):format(
+                #h.params, #k.params))
+              for i, p in ipairs(k.params) do
+                local got = h.params[i] or {}
+                check(got[1] == p[1] and got[2] == tostring(v[p[1]]) and got[3] == p[3],
+                  where .. ("parameter %d: expected %s = %s (%s), got %s"):format(
+                    i, p[1], tostring(v[p[1]]), p[3], table.concat(got, " | ")))
+              end
+              check(tonumber(h.threads) == v.threads and tonumber(h.smem_static) == v.smem_static and
+                tonumber(h.smem_dynamic) == v.smem_dynamic and tonumber(h.cluster) == v.cluster,
+                where .. "launch needs line")
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+  end)
+
+  describe("registry", function()
+    it("computes FNV-1a 64 the standard way (checks the test's own hash)", function()
+      assert.are.equal("cbf29ce484222325", fnv1a64(""))
+      assert.are.equal("af63dc4c8601ec8c", fnv1a64("a"))
+      assert.are.equal("85944171f73967e8", fnv1a64("foobar"))
+    end)
+
+    it("has one entry per .cu, with its hash, launcher, kernel and parameters", function()
+      local FAMILY_ENUM = {}
+      for _, family in ipairs(FAMILIES) do FAMILY_ENUM[family] = "KT_FAMILY_" .. family:upper() end
+      local problems = {}
+      local function check(cond, what) if not cond then problems[#problems + 1] = what end end
+      for _, arch in ipairs(TARGETS) do
+        local files = variants(arch)
+        local entries, seen = parse_registry(TREE[arch].files["registry.c"])
+        for name, n in pairs(seen) do
+          check(n == 1, arch .. ": " .. name .. " has " .. n .. " registry entries")
+          check(files[name], arch .. ": registry entry " .. name .. " has no .cu")
+        end
+        for name, f in pairs(files) do
+          local where = arch .. " " .. name .. ": "
+          local e = entries[name]
+          check(e, where .. "no registry entry")
+          if e then
+            check(e.source_hash and e.source_hash:match("^" .. ("%x"):rep(16) .. "$") and
+              e.source_hash == e.source_hash:lower(), where .. "hash is not 16 lowercase hex digits")
+            check(e.source_hash == fnv1a64(f.text), where .. "source_hash is not FNV-1a of the file")
+            check(e.launch == "kt_launch_" .. name, where .. "launch = " .. tostring(e.launch))
+            check(e.family == FAMILY_ENUM[f.family], where .. "family = " .. tostring(e.family))
+            local h = parse_header(f.text)
+            local same = h and #h.params == #e.params
+            for i, p in ipairs(h and h.params or {}) do
+              same = same and e.params[i] and e.params[i][1] == p[1] and e.params[i][2] == p[2]
+            end
+            check(same, where .. "registry parameters differ from the header's")
+          end
+          check(f.text:find('\nextern "C" int kt_launch_' .. name .. "%(const void %*args, cudaStream_t stream%)\n"),
+            where .. "kt_launch_" .. name .. " is not defined in the .cu")
+          check(f.text:find("__global__[^;{}]-%f[%w_]" .. name .. "%("),
+            where .. "kernel " .. name .. " is not defined in the .cu")
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("variants.mk and registry.h list the same variants and target", function()
+      local problems = {}
+      for _, arch in ipairs(TARGETS) do
+        local files = TREE[arch].files
+        local listed, mk_arch = parse_variants_mk(files["variants.mk"])
+        local on_disk = {}
+        for name, f in pairs(variants(arch)) do on_disk[f.family .. "/" .. name] = true end
+        if table.concat(sorted_keys(listed), " ") ~= table.concat(sorted_keys(on_disk), " ") then
+          problems[#problems + 1] = arch .. ": variants.mk does not list exactly the .cu files"
+        end
+        if mk_arch ~= arch then problems[#problems + 1] = arch .. ": KT_GENERATED_ARCH = " .. tostring(mk_arch) end
+        if not files["registry.h"]:find('#define KT_TARGET_ARCH "' .. arch .. '"', 1, true) then
+          problems[#problems + 1] = arch .. ": registry.h names another target"
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+  end)
+
+  describe("#line directives", function()
+    local function each_tpl_line(fn)
+      local tpl_cache = {}
+      for _, arch in ipairs(TARGETS) do
+        for name, f in pairs(variants(arch)) do
+          local h = parse_header(f.text)
+          tpl_cache[h.template] = tpl_cache[h.template] or lines_of(assert(read(h.template)))
+          fn(arch .. " " .. name, h, lines_of(h.body), tpl_cache[h.template])
+        end
+      end
+    end
+
+    local function follows(line, tpl_line)
+      if tpl_line == nil then return false end
+      if not tpl_line:find("$(", 1, true) then return line == tpl_line end
+      return line:match(expansion_pattern(tpl_line)) ~= nil
+    end
+
+    it("are each followed by line N of the template they name", function()
+      local problems, directives = {}, 0
+      each_tpl_line(function(where, h, body, tpl)
+        for i, line in ipairs(body) do
+          local n, path = line:match('^#line (%d+) "([^"]+)"$')
+          if n then
+            directives = directives + 1
+            n = tonumber(n)
+            if path ~= h.template then
+              problems[#problems + 1] = where .. ": #line names " .. path
+            elseif not follows(body[i + 1], tpl[n]) then
+              problems[#problems + 1] = ("%s: after #line %d: %q, template has %q"):format(
+                where, n, tostring(body[i + 1]), tostring(tpl[n]))
+            end
+          end
+        end
+      end)
+      assert.is_true(directives > 0)
+      assert.are.same({}, problems)
+    end)
+
+    it("are needed only where the output stops following the template line by line", function()
+      -- After each directive, the next lines are template lines N, N+1, ...
+      -- until the next directive: every output line maps to its source.
+      local problems = {}
+      each_tpl_line(function(where, h, body, tpl)
+        local n
+        for _, line in ipairs(body) do
+          local d = line:match('^#line (%d+) "')
+          if d then
+            if n and tonumber(d) == n then problems[#problems + 1] = where .. ": needless #line " .. d end
+            n = tonumber(d)
+          elseif not n or not follows(line, tpl[n]) then
+            problems[#problems + 1] = ("%s: %q is not template line %s"):format(where, line, tostring(n))
+            return
+          else
+            n = n + 1
+          end
+        end
+      end)
+      assert.are.same({}, problems)
+    end)
+  end)
+
+  describe("the target", function()
+    it("decides whether cluster (hist dsm) variants exist: none on sm_80, some on sm_90", function()
+      local function dsm_count(arch)
+        local n = 0
+        for _, e in pairs((parse_registry(TREE[arch].files["registry.c"]))) do
+          if e.algo == "dsm" or tonumber(e.cluster) > 1 then n = n + 1 end
+        end
+        return n
+      end
+      assert.are.equal(0, dsm_count("sm_80"))
+      assert.is_true(dsm_count("sm_90") > 0)
+    end)
+
+    it("bounds every variant's cluster, compute capability, threads and shared memory", function()
+      local problems = {}
+      for _, arch in ipairs(TARGETS) do
+        local t = targets.get(arch)
+        local clustered = 0
+        for name, e in pairs((parse_registry(TREE[arch].files["registry.c"]))) do
+          local n = {}
+          for _, f in ipairs({ "threads", "cluster", "min_cc", "smem_static", "smem_dynamic", "smem_per_bin",
+            "max_nbins" }) do
+            n[f] = tonumber(e[f])
+          end
+          local where = arch .. " " .. name .. ": "
+          if n.cluster > 1 then clustered = clustered + 1 end
+          if n.cluster > t.max_cluster then problems[#problems + 1] = where .. "cluster " .. n.cluster end
+          if n.min_cc > t.cc then problems[#problems + 1] = where .. "needs cc " .. n.min_cc end
+          if n.threads > t.max_threads then problems[#problems + 1] = where .. n.threads .. " threads" end
+          if n.smem_static + n.smem_dynamic > t.smem_optin then
+            problems[#problems + 1] = where .. (n.smem_static + n.smem_dynamic) .. " B shared memory"
+          end
+          -- At its largest nbins, a histogram's bins are split over the cluster.
+          if n.max_nbins > 0 then
+            local per_block = n.smem_per_bin * ((n.max_nbins + n.cluster - 1) // n.cluster)
+            if per_block > t.smem_optin then
+              problems[#problems + 1] = ("%s%d B shared memory at max_nbins %d"):format(where, per_block, n.max_nbins)
+            end
+          end
+        end
+        if not t.clusters and clustered > 0 then
+          problems[#problems + 1] = arch .. " has no clusters but " .. clustered .. " clustered variants"
+        end
+        if t.clusters and clustered == 0 then problems[#problems + 1] = arch .. " has clusters but no clustered variant" end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("switched in place removes the variants the new target does not have", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      ktgen_ok("--arch sm_80 --out " .. dir .. "/out --quiet")
+      assert(os.rename(dir .. "/out", dir .. "/fresh"))
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet")
+      ktgen_ok("--arch sm_80 --out " .. dir .. "/out --quiet")
+      assert.are.same({}, tree_diff(tree(dir .. "/fresh"), tree(dir .. "/out")))
+    end)
+  end)
+
+  -- Each case breaks one line of a copy of templates/ and names the line the
+  -- error must point at ("broken", or a function of the file's lines).
+  describe("broken inputs", function()
+    local function line_after(lines, anchor, text)
+      local from = 1
+      if anchor then
+        for i, l in ipairs(lines) do
+          if l:find(anchor, 1, true) then from = i; break end
+        end
+      end
+      for i = from, #lines do
+        if lines[i]:find(text, 1, true) then return i end
+      end
+      error("'" .. text .. "' not found")
+    end
+
+    local cases = {
+      { what = "a Lua syntax error in a space file",
+        file = "matmul.space.lua", find = 'algo = "tiled",', from = "algo = ", to = "algo = = ",
+        msg = "unexpected symbol" },
+      { what = "a runtime error in a constraint function",
+        file = "hist.space.lua", find = '"rep copies need at least rep warps"',
+        from = "v.threads // 32", to = "v.no_such_field.threads // 32", msg = "no_such_field" },
+      { what = "a Lua syntax error on an '@' line of a template",
+        file = "matmul.cu.tpl", find = '@ if algo == "tiled" then', from = "==", to = "== =",
+        msg = "unexpected symbol" },
+      { what = "an undefined variable in a template $(...) expression",
+        file = "hist.cu.tpl", find = "constexpr int THREADS = $(threads);", from = "$(threads)",
+        to = "$(no_such_value)", msg = "'no_such_value' is not defined" },
+      { what = "a derive() that forgets a required field",
+        file = "matmul.space.lua", anchor = 'algo = "tiled"', find = "v.min_cc",
+        from = "v.cluster, v.min_cc, v.align = 1, 0, 1", to = "v.cluster, v.align = 1, 1",
+        msg = "derive() must set min_cc",
+        line = function(lines) return line_after(lines, 'algo = "tiled"', "derive = function") end },
+    }
+
+    for _, case in ipairs(cases) do
+      it(case.what .. " is reported as file:line: error:, exits non-zero and writes nothing", function()
+        local dir = mkdtemp()
+        finally(function() rm_tree(dir) end)
+        local tdir = dir .. "/templates"
+        assert(os.execute("cp -r templates '" .. tdir .. "'"))
+        local path = tdir .. "/" .. case.file
+        local lines = lines_of(read(path))
+        local broken = line_after(lines, case.anchor, case.find)
+        lines[broken] = replace_plain(lines[broken], case.from, case.to)
+        write(path, table.concat(lines, "\n") .. "\n")
+        local line = case.line and case.line(lines) or broken
+
+        -- Into a directory that does not exist yet: it must stay absent.
+        local out = dir .. "/out"
+        local code, _, err = ktgen("--arch sm_90 --templates " .. tdir .. " --out " .. out)
+        assert.are_not.equal(0, code)
+        assert.is_false(exists(out), "the output directory was created")
+        local located = "\n" .. err
+        local head = ("\n%s:%d: error: "):format(path, line)
+        local at = located:find(head, 1, true)
+        assert.is_truthy(at, "expected '" .. head:sub(2) .. "...' in:\n" .. err)
+        local reported = located:match("^[^\n]*\n([^\n]*)\n", at + 1) -- msg line, then the source line
+        assert.is_truthy(located:find(escape_pattern(head) .. "[^\n]*" .. escape_pattern(case.msg)), err)
+        assert.are.equal("    " .. lines[line], reported)
+        for l in err:gmatch("[^\n]+") do
+          if l:find(": error: ", 1, true) then
+            assert.is_truthy(l:match("^[^:]+:%d+: error: %S"), "not file:line: error: msg: " .. l)
+          end
+        end
+        assert.is_truthy(err:find("nothing written", 1, true), err)
+
+        -- Into a directory that holds an earlier tree: not a byte changes.
+        local existing = dir .. "/existing"
+        ktgen_ok("--arch sm_90 --out " .. existing .. " --quiet")
+        local before = tree(existing)
+        code = ktgen("--arch sm_90 --templates " .. tdir .. " --out " .. existing)
+        assert.are_not.equal(0, code)
+        assert.are.same({}, tree_diff(before, tree(existing)))
+      end)
+    end
+  end)
+end)
