@@ -169,10 +169,19 @@ static __device__ __forceinline__ void store_tiles(float *As, float *Bs, const f
   }
 }
 
-extern "C" __global__ void __launch_bounds__(THREADS)
+@ if split > 1 then
+/*
+ * Split-K: when M x N has too few tiles to fill the GPU but K is long, the
+ * K range is cut into gridDim.y chunks of k_chunk.  Each block writes its
+ * partial tile to a workspace W[z][M][N]; a second kernel adds the chunks
+ * in order z = 0, 1, ... and applies alpha and beta.  The order is fixed,
+ * so the result is the same on every run (no atomics).
+ */
+@ end
+extern "C" __global__ void __launch_bounds__(THREADS$(occ > 0 and (", " .. occ) or ""))
 $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long lda,
         const float *__restrict__ B, long long ldb, float beta, float *__restrict__ C,
-        long long ldc, int tiles_m, int tiles_n)
+        long long ldc, int tiles_m, int tiles_n$(split > 1 and ", int k_chunk, float *__restrict__ W" or ""))
 {
   extern __shared__ float4 smem4[];
   float *const smem = reinterpret_cast<float *>(smem4);
@@ -199,9 +208,16 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
       acc[i][j] = 0.0f;
 
   float ra[A_LOADS][VEC], rb[B_LOADS][VEC];
-  const int steps = (K + BK - 1) / BK;
-  load_a(ra, A, lda, M, K, row0, 0);
-  load_b(rb, B, ldb, N, K, col0, 0);
+@ if split > 1 then
+  // This block's chunk of K: [k_begin, K), K lowered to the chunk's end.
+  const int k_begin = blockIdx.y * k_chunk;
+  K = min(K, k_begin + k_chunk);
+@ else
+  const int k_begin = 0;
+@ end
+  const int steps = (K - k_begin + BK - 1) / BK;
+  load_a(ra, A, lda, M, K, row0, k_begin);
+  load_b(rb, B, ldb, N, K, col0, k_begin);
   store_tiles(As, Bs, ra, rb);
   __syncthreads();
 
@@ -210,8 +226,8 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
     const float *bs = Bs + (s & 1) * BK * BN;
     // The next slices travel from global memory while this one is used.
     if (s + 1 < steps) {
-      load_a(ra, A, lda, M, K, row0, (s + 1) * BK);
-      load_b(rb, B, ldb, N, K, col0, (s + 1) * BK);
+      load_a(ra, A, lda, M, K, row0, k_begin + (s + 1) * BK);
+      load_b(rb, B, ldb, N, K, col0, k_begin + (s + 1) * BK);
     }
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
@@ -239,6 +255,27 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
     __syncthreads();
   }
 
+@ if split > 1 then
+  if (gridDim.y > 1) {
+    // Partial tile to the workspace, row stride N; the reduction finishes it.
+    float *w = W + (size_t)blockIdx.y * M * N;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int r = row0 + (i / 4) * (BM / GM) + ty * 4 + i % 4;
+      if (r >= M)
+        continue;
+#pragma unroll
+      for (int g = 0; g < GN; ++g) {
+        const int c = col0 + g * (BN / GN) + tx * 4;
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (c + j < N)
+            w[(size_t)r * N + c + j] = acc[i][g * 4 + j];
+      }
+    }
+    return;
+  }
+@ end
   // Epilogue: C = alpha * acc + beta * C, never reading C when beta == 0.
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
@@ -272,6 +309,26 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   }
 }
 
+@ if split > 1 then
+// Split-K reduction: C = alpha * sum_z W[z] + beta * C, z in order.
+extern "C" __global__ void __launch_bounds__(256)
+$(name)_reduce(int M, int N, int splits, float alpha, const float *__restrict__ W, float beta,
+               float *__restrict__ C, long long ldc)
+{
+  const size_t mn = (size_t)M * N;
+  for (size_t e = (size_t)blockIdx.x * 256 + threadIdx.x; e < mn; e += (size_t)gridDim.x * 256) {
+    float sum = 0.0f;
+    for (int z = 0; z < splits; ++z)
+      sum += W[z * mn + e];
+    float *c = C + (e / N) * ldc + e % N;
+    *c = beta == 0.0f ? alpha * sum : alpha * sum + beta * *c;
+  }
+}
+
+constexpr int SPLIT = $(split);               // most K chunks
+constexpr size_t MAX_WORKSPACE = 256u << 20; // bytes of partial tiles at most
+
+@ end
 extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
 {
   const kt_matmul_args *a = (const kt_matmul_args *)args;
@@ -283,8 +340,46 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   cfg.blockDim = dim3(THREADS);
   cfg.dynamicSmemBytes = $(smem_dynamic);
   cfg.stream = stream;
+@ if split > 1 then
+  /* As many chunks as SPLIT allows with whole BK steps each and a workspace
+   * of at most MAX_WORKSPACE; one chunk needs no workspace at all. */
+  const size_t tile_bytes = (size_t)a->M * a->N * sizeof(float);
+  long long splits = SPLIT;
+  if ((long long)(MAX_WORKSPACE / tile_bytes) < splits)
+    splits = (long long)(MAX_WORKSPACE / tile_bytes);
+  const long long steps = (a->K + BK - 1) / BK;
+  if (splits > steps)
+    splits = steps;
+  if (splits < 1)
+    splits = 1;
+  const int k_chunk = (int)((steps + splits - 1) / splits) * BK;
+  splits = (a->K + k_chunk - 1) / k_chunk;
+  cfg.gridDim.y = (unsigned)splits;
+  float *W = nullptr;
+  cudaError_t e;
+  if (splits > 1 && (e = cudaMallocAsync((void **)&W, splits * tile_bytes, stream)) != cudaSuccess)
+    return (int)e;
+  e = cudaLaunchKernelEx(&cfg, $(name), a->M, a->N, a->K, a->alpha, a->A, a->lda, a->B, a->ldb,
+                         a->beta, a->C, a->ldc, (int)tiles_m, (int)tiles_n, k_chunk, W);
+  if (e == cudaSuccess && splits > 1) {
+    cudaLaunchConfig_t red = {};
+    const size_t mn = (size_t)a->M * a->N;
+    red.gridDim = dim3((unsigned)(mn / 256 + 1 < (size_t)a->sm_count * 8 ? mn / 256 + 1 : (size_t)a->sm_count * 8));
+    red.blockDim = dim3(256);
+    red.stream = stream;
+    e = cudaLaunchKernelEx(&red, $(name)_reduce, a->M, a->N, (int)splits, a->alpha, (const float *)W, a->beta,
+                           a->C, a->ldc);
+  }
+  if (W) {
+    const cudaError_t f = cudaFreeAsync(W, stream);
+    if (e == cudaSuccess)
+      e = f;
+  }
+  return (int)e;
+@ else
   return (int)cudaLaunchKernelEx(&cfg, $(name), a->M, a->N, a->K, a->alpha, a->A, a->lda,
                                  a->B, a->ldb, a->beta, a->C, a->ldc, (int)tiles_m, (int)tiles_n);
+@ end
 }
 @ else
 @   error("matmul template has no algorithm '" .. algo .. "'")

@@ -12,7 +12,7 @@ return {
 
   -- Untuned calls use the first of these that serves the call.  The last,
   -- the Programming Guide's kernel, serves every input.
-  defaults = { "matmul_rb_128x128x8_t8x8_v4_g8", "matmul_rb_128x128x8_t8x8_v1_g8", "matmul_bs16_pad0" },
+  defaults = { "matmul_rb_128x128x8_t8x8_v4_g8_o0_s1", "matmul_rb_128x128x8_t8x8_v1_g8_o0_s1", "matmul_bs16_pad0" },
 
   kernels = {
     {
@@ -42,6 +42,8 @@ return {
         { "tn", { 4, 8 }, "TN: columns of C per thread (register tile)" },
         { "vec", { 1, 4 }, "floats per global load; 4 needs 16-byte aligned pointers and ldX % 4 == 0" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)" },
+        { "occ", { 0, 2 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint" },
+        { "split", { 1, 4, 32 }, "most chunks K is split into (deterministic split-K); 1 = none" },
       },
       derive = function(v)
         v.threads = (v.bm // v.tm) * (v.bn // v.tn)
@@ -55,7 +57,8 @@ return {
         v.cluster, v.min_cc, v.align = 1, 0, v.vec
       end,
       name = function(v)
-        return ("matmul_rb_%dx%dx%d_t%dx%d_v%d_g%d"):format(v.bm, v.bn, v.bk, v.tm, v.tn, v.vec, v.group)
+        return ("matmul_rb_%dx%dx%d_t%dx%d_v%d_g%d_o%d_s%d"):format(
+          v.bm, v.bn, v.bk, v.tm, v.tn, v.vec, v.group, v.occ, v.split)
       end,
       constraints = {
         { "at least 128 threads per block, to hide memory latency", function(v) return v.threads >= 128 end },
@@ -65,6 +68,13 @@ return {
           function(v) return (v.bk * v.bn // v.vec) % v.threads == 0 and v.b_loads >= 1 end },
         { "thread tile of at most 64 accumulators, so registers do not spill",
           function(v) return v.tm * v.tn <= 64 end },
+        { "the occupancy hint leaves room for the accumulators plus ~48 registers, else it spills",
+          function(v, t) return v.occ == 0 or t.regs_per_sm // (v.threads * v.occ) >= v.tm * v.tn + 48 end },
+        { "the occupancy hint fits the SM's threads", function(v, t) return v.threads * v.occ <= t.max_threads_per_sm end },
+        { "split-K only for tiles up to 64x128: larger tiles are for shapes that fill the GPU anyway",
+          function(v) return v.split == 1 or v.bm * v.bn <= 64 * 128 end },
+        { "split-K variants use float4 loads and no occupancy hint (they are for long K, not for spread)",
+          function(v) return v.split == 1 or (v.vec == 4 and v.occ == 0) end },
       },
     },
   },

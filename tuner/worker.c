@@ -50,7 +50,7 @@ static int timing_budget(double est_ms, double best_ms)
 {
   /* A variant already 3x slower than the best so far cannot win: median of
    * the minimum repetitions only. */
-  return best_ms < INFINITY && est_ms > 3 * best_ms ? 0 : 200;
+  return best_ms < INFINITY && est_ms > 3 * best_ms ? 0 : 60;
 }
 
 static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t seed, char **names, int nnames)
@@ -121,7 +121,7 @@ static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t 
     int reps = 0;
     int e = kt_measure_time(v, &args, flush, flush_bytes, 1, 1, 0, &est, &reps);
     if (!e)
-      e = kt_measure_time(v, &args, flush, flush_bytes, 5, 100, timing_budget(est, best), &ms, &reps);
+      e = kt_measure_time(v, &args, flush, flush_bytes, 5, 50, timing_budget(est, best), &ms, &reps);
     if (e) {
       result(v->name, "launch_failed", 0, 0, 0, 0, cudaGetErrorString((cudaError_t)e));
       return 3;
@@ -211,7 +211,7 @@ static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const
     int reps = 0;
     int e = kt_measure_time(v, &args, flush, flush_bytes, 1, 1, 0, &est, &reps);
     if (!e)
-      e = kt_measure_time(v, &args, flush, flush_bytes, 5, 100, timing_budget(est, best), &ms, &reps);
+      e = kt_measure_time(v, &args, flush, flush_bytes, 5, 50, timing_budget(est, best), &ms, &reps);
     if (!e)
       e = cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost);
     if (e) {
