@@ -95,7 +95,7 @@ generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN)
 	$(call say,GEN,generated/ for $(ARCH))
 	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet
 
-generated/registry.c generated/registry.h: generated/variants.mk ;
+generated/registry.c generated/registry.h: | generated/variants.mk
 
 # ---- compilation -------------------------------------------------------
 # nvcc's resource report (registers, shared memory, spills) is kept beside
@@ -165,7 +165,10 @@ test-sm80:
 
 # ---- benchmarks ----------------------------------------------------------
 BENCH_BINS := build/bench_matmul build/bench_hist
-build/bench_%: bench/bench_%.cu build/libktune.a bench/bench_common.h
+# The link needs the tuner's objects: list them, so that `make build/bench_x`
+# builds them and `make -j bench` never links before they exist.
+build/bench_%: bench/bench_%.cu bench/bench_common.h build/libktune.a $(TOOL_OBJS) tuner/measure.h \
+               runtime/kt_internal.h runtime/kt_variant.h runtime/include/ktune.h
 	$(call say,NVCC,$<)
 	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -o $@ $< \
 	  $(TOOL_OBJS) build/libktune.a -lcublas $(SQLITE_LIBS) -lpthread

@@ -15,6 +15,10 @@
 
 #define KT_INTERNAL __attribute__((visibility("hidden")))
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* ---- device.c ---------------------------------------------------------- */
 
 typedef struct kt_device_info {
@@ -134,5 +138,9 @@ KT_INTERNAL const kt_tuned *kt_dispatch_nearest_hist(const kt_tuned *t, int n, l
 /* Open a context on a described device, for tests and tools that have no
  * GPU; calls that would launch fail.  Dispatch and argument checks work. */
 KT_INTERNAL int kt_open_described(kt_context **ctx, const kt_device_info *dev, const kt_options *opts);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

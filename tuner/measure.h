@@ -21,6 +21,10 @@
 
 #include "kt_internal.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct kt_rng {
   uint64_t s;
 } kt_rng;
@@ -66,5 +70,9 @@ int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_by
                        double budget_ms, double *median_ms, int *reps);
 
 double kt_measure_median(double *x, int n); /* sorts x */
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

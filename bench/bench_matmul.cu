@@ -1,0 +1,392 @@
+/* bench/bench_matmul.cu: ktune's matmul against cuBLAS and the seed kernel.
+ *
+ *   make build/bench_matmul
+ *   ./build/bench_matmul --db tuning-db/ktune.db --out bench/results [--quick]
+ *
+ * For every shape of the suite (row-major fp32, C = A * B, alpha 1, beta 0)
+ * it times three ways of computing C on the same random inputs:
+ *   ktune   kt_matmul through a context on --db: the dispatched winner
+ *   cuBLAS  cublasSgemm in its default math mode (plain fp32, no TF32)
+ *   seed    the registry's matmul_bs16_pad0: the CUDA Programming Guide's
+ *           shared-memory kernel (BLOCK_SIZE 16), launched directly
+ * checks ktune's (and the seed's) result against cuBLAS's, and prints
+ * TFLOP/s, the ktune/cuBLAS ratio and which variant ktune dispatched to.
+ * Then it measures the host cost of dispatch: kt_matmul against a direct
+ * launch of the same variant on a tiny problem.
+ *
+ * Writes OUT/matmul.csv, OUT/matmul_dispatch.csv, OUT/matmul.gp and, with
+ * gnuplot on PATH, OUT/matmul.png.
+ */
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "bench_common.h"
+
+#define BENCH_CUBLAS(call) bench_cublas_check((call), #call, __FILE__, __LINE__)
+
+static void bench_cublas_check(cublasStatus_t s, const char *what, const char *file, int line)
+{
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cublasGetStatusString(s));
+    exit(1);
+  }
+}
+
+struct shape {
+  int m, n, k;
+};
+
+/* MxNxK.  Square powers of two, flat and skinny shapes (small K, small M,
+ * small N, huge K) and sizes that are no multiple of any tile. */
+static const shape kSuite[] = {
+  { 512, 512, 512 },     { 1024, 1024, 1024 },  { 2048, 2048, 2048 },   { 4096, 4096, 4096 },
+  { 8192, 8192, 8192 },  { 4096, 4096, 256 },   { 128, 8192, 8192 },    { 8192, 128, 8192 },
+  { 16384, 16384, 64 },  { 1000, 1000, 1000 },  { 4000, 4000, 4000 },   { 64, 64, 65536 },
+};
+static const shape kQuickSuite[] = { { 1024, 1024, 1024 }, { 4096, 4096, 256 }, { 1000, 1000, 1000 } };
+
+static const char *kSeedVariant = "matmul_bs16_pad0";
+
+/* ---- device helpers ------------------------------------------------------ */
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z)
+{
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* x[i] = an odd multiple of 2^-23 minus 1: uniform over (-1, 1), exact in
+ * fp32, and never zero (2^23 is even), so no product vanishes. */
+__global__ void fill_random(float *x, size_t n, uint64_t seed)
+{
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint64_t u = mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1)) >> 41; /* 23 bits */
+    x[i] = (float)(2 * u + 1) * 0x1p-23f - 1.0f;
+  }
+}
+
+/* out[0] += sum (x - ref)^2, out[1] += sum ref^2, in double.  A NaN in x
+ * (an element the kernel never wrote) makes out[0] NaN. */
+__global__ void diff_norms(const float *x, const float *ref, size_t n, double *out)
+{
+  double d2 = 0, r2 = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const double r = ref[i], d = (double)x[i] - r;
+    d2 += d * d;
+    r2 += r * r;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    d2 += __shfl_down_sync(0xffffffffu, d2, off);
+    r2 += __shfl_down_sync(0xffffffffu, r2, off);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&out[0], d2);
+    atomicAdd(&out[1], r2);
+  }
+}
+
+static void fill(float *x, size_t n, kt_rng *rng, const bench_device &d)
+{
+  fill_random<<<d.info.sm_count * 8, 256>>>(x, n, kt_rng_next(rng));
+  BENCH_CUDA(cudaGetLastError());
+}
+
+/* ||x - ref||_F / ||ref||_F */
+static double rel_error(const float *x, const float *ref, size_t n, double *scratch, const bench_device &d)
+{
+  BENCH_CUDA(cudaMemset(scratch, 0, 2 * sizeof(double)));
+  diff_norms<<<d.info.sm_count * 8, 256>>>(x, ref, n, scratch);
+  BENCH_CUDA(cudaGetLastError());
+  double h[2];
+  BENCH_CUDA(cudaMemcpy(h, scratch, sizeof h, cudaMemcpyDeviceToHost));
+  return sqrt(h[0]) / sqrt(h[1]);
+}
+
+/* The bound on ktune's relative Frobenius error against cuBLAS.
+ *
+ * Both are fp32 sums of K products in different orders.  For independent
+ * inputs of mean zero, rounding errors add like a random walk: a sequential
+ * sum's relative error is about u * sqrt(K) / sqrt(6) (u = 2^-24), blocked
+ * or tree orders less, so the two results differ by about u * sqrt(K).  We
+ * allow 64 times that.  It still catches real bugs: one dropped or doubled
+ * term of the K costs about 1 / sqrt(K) relative error, above the bound for
+ * every K < 2^18; wrong indexing costs O(1). */
+static double error_bound(int K)
+{
+  return 64.0 * 0x1p-24 * sqrt((double)K);
+}
+
+static double tflops(const shape &s, double ms)
+{
+  return 2.0 * s.m * s.n * (double)s.k / (ms * 1e-3) / 1e12;
+}
+
+/* ---- dispatch overhead -------------------------------------------------- */
+
+/* Host time per call of kt_matmul against v->launch of the variant it
+ * dispatches to, on a problem small enough that only the host matters.
+ *
+ * Only the enqueueing is timed (clock_gettime around the loop); the GPU is
+ * drained with a synchronize between batches of kBatch calls, outside the
+ * timed region.  Without that, the launch queue fills after some thousand
+ * calls and each enqueue then waits for a kernel to finish, so both loops
+ * would measure the GPU's time per kernel instead of the host's cost.  The
+ * two paths alternate batch by batch, so drift affects both alike. */
+static void measure_dispatch(kt_context *ctx, const bench_device &d, const bench_options &o)
+{
+  const int M = 64, N = 64, K = 64, kCalls = 20000, kBatch = 250;
+  float *A, *B, *C;
+  BENCH_CUDA(cudaMalloc(&A, sizeof(float) * M * K));
+  BENCH_CUDA(cudaMalloc(&B, sizeof(float) * K * N));
+  BENCH_CUDA(cudaMalloc(&C, sizeof(float) * M * N));
+  kt_rng rng = { 0x64697370ull };
+  fill(A, (size_t)M * K, &rng, d);
+  fill(B, (size_t)K * N, &rng, d);
+
+  kt_choice choice;
+  BENCH_KT(kt_matmul_choice(ctx, M, N, K, A, K, B, N, C, N, &choice));
+  const kt_variant *v = kt_registry_find(choice.variant);
+  if (!v) {
+    fprintf(stderr, "dispatch: variant %s is not in the registry\n", choice.variant);
+    exit(1);
+  }
+  /* The same arguments kt_matmul builds for its launcher. */
+  kt_matmul_args a = {};
+  a.M = M, a.N = N, a.K = K, a.alpha = 1.0f, a.beta = 0.0f;
+  a.A = A, a.B = B, a.C = C, a.lda = K, a.ldb = N, a.ldc = N;
+  a.sm_count = d.info.sm_count;
+
+  for (int i = 0; i < 2 * kBatch; ++i) { /* warm-up: module load, first-call costs */
+    BENCH_KT(kt_matmul(ctx, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, 0));
+    BENCH_CUDA((cudaError_t)v->launch(&a, 0));
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+
+  double t_kt = 0, t_direct = 0;
+  int rc_kt = KT_OK, rc_direct = 0;
+  for (int b = 0; b < kCalls / kBatch; ++b) {
+    double t0 = bench_now_s();
+    for (int i = 0; i < kBatch; ++i)
+      rc_kt |= kt_matmul(ctx, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, 0);
+    t_kt += bench_now_s() - t0;
+    BENCH_CUDA(cudaDeviceSynchronize());
+
+    t0 = bench_now_s();
+    for (int i = 0; i < kBatch; ++i)
+      rc_direct |= v->launch(&a, 0);
+    t_direct += bench_now_s() - t0;
+    BENCH_CUDA(cudaDeviceSynchronize());
+  }
+  BENCH_KT(rc_kt);
+  BENCH_CUDA((cudaError_t)rc_direct);
+
+  const int calls = kCalls / kBatch * kBatch;
+  const double us_kt = t_kt / calls * 1e6, us_direct = t_direct / calls * 1e6;
+  printf("\ndispatch overhead, %dx%dx%d, variant %s, %d calls each\n", M, N, K, v->name, calls);
+  printf("  (host time to enqueue, clock_gettime around the loop; the GPU is drained between\n"
+         "   batches of %d calls outside the timed region, so a full launch queue never stalls the loop)\n",
+         kBatch);
+  printf("  kt_matmul        %8.3f us/call\n", us_kt);
+  printf("  v->launch        %8.3f us/call\n", us_direct);
+  printf("  dispatch costs   %8.3f us/call\n", us_kt - us_direct);
+
+  bench_csv csv(o.out + "/matmul_dispatch.csv", "m,n,k,variant,calls,batch,kt_matmul_us,direct_launch_us,overhead_us");
+  csv.row("%d,%d,%d,%s,%d,%d,%.4f,%.4f,%.4f", M, N, K, v->name, calls, kBatch, us_kt, us_direct, us_kt - us_direct);
+
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
+}
+
+/* ---- the plot ---------------------------------------------------------- */
+
+static void plot(const bench_options &o, const bench_device &d)
+{
+  std::string s = bench_gnuplot_preamble("matmul", 1400, 650);
+  s += "set title \"fp32 matmul, " + bench_gnuplot_escape(d.line) + "\"\n";
+  s += "set ylabel \"TFLOP/s (higher is better)\"\n"
+       "set xlabel \"shape MxNxK\"\n"
+       "set style data histograms\n"
+       "set style histogram clustered gap 1\n"
+       "set style fill solid 0.85 border -1\n"
+       "set boxwidth 0.9\n"
+       "set yrange [0:*]\n"
+       "set xrange [-0.6:*]\n"
+       "set grid ytics\n"
+       "set key top left\n"
+       "set xtics rotate by -30 nomirror\n"
+       "plot \"matmul.csv\" skip 1 using 5:xtic(1) title \"ktune\" lc rgb \"#1b9e77\", \\\n"
+       "     \"\" skip 1 using 6 title \"cuBLAS (fp32, no TF32)\" lc rgb \"#7570b3\", \\\n"
+       "     \"\" skip 1 using 7 title \"seed (Guide kernel, bs16)\" lc rgb \"#d95f02\"\n";
+  bench_plot(o.out, "matmul", s);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+  const bench_options o = bench_parse_args(argc, argv, "ktune matmul against cuBLAS SGEMM and the seed kernel.");
+  bench_mkdirs(o.out);
+  const bench_device d = bench_device_open();
+  kt_context *ctx = bench_open_ktune(o);
+  const bench_flush flush = bench_flush_alloc(d);
+  const bench_reps reps = o.quick ? bench_reps{ 3, 10, 100.0 } : bench_reps{ 5, 50, 500.0 };
+
+  const kt_variant *seed = kt_registry_find(kSeedVariant);
+  if (!seed) {
+    fprintf(stderr, "the seed variant %s is not in this build's registry\n", kSeedVariant);
+    return 1;
+  }
+
+  cublasHandle_t h;
+  BENCH_CUBLAS(cublasCreate(&h));
+  int cublas_version = 0;
+  BENCH_CUBLAS(cublasGetVersion(h, &cublas_version));
+  cublasMath_t mode;
+  BENCH_CUBLAS(cublasGetMathMode(h, &mode));
+  if (mode != CUBLAS_DEFAULT_MATH) {
+    fprintf(stderr, "cuBLAS math mode is %d, not CUBLAS_DEFAULT_MATH: the comparison would not be fp32\n",
+            (int)mode);
+    return 1;
+  }
+  printf("cuBLAS %d: math mode CUBLAS_DEFAULT_MATH (fp32; TF32 and emulation off)\n", cublas_version);
+  /* These switch fp32 GEMM to other arithmetic behind the math mode's back. */
+  for (const char *env : { "NVIDIA_TF32_OVERRIDE", "CUBLAS_EMULATE_SINGLE_PRECISION", "CUBLAS_EMULATION_STRATEGY" })
+    if (getenv(env))
+      printf("  note: %s=%s is set in the environment\n", env, getenv(env));
+  printf("seed: %s, launched through its registry launcher\n", seed->name);
+  printf("timing: median of %d..%d runs (budget %.0f ms) after a warm-up, CUDA events, %zu MiB L2 flush before "
+         "each run\n",
+         reps.min_reps, reps.max_reps, reps.budget_ms, flush.bytes >> 20);
+  printf("check: ktune and seed against cuBLAS, relative Frobenius error <= 64 * 2^-24 * sqrt(K)\n\n");
+
+  std::vector<shape> suite;
+  if (o.quick)
+    suite.assign(std::begin(kQuickSuite), std::end(kQuickSuite));
+  else
+    suite.assign(std::begin(kSuite), std::end(kSuite));
+
+  bench_csv csv(o.out + "/matmul.csv",
+                "shape,m,n,k,ktune_tflops,cublas_tflops,seed_tflops,ktune_over_cublas,ktune_ms,cublas_ms,seed_ms,"
+                "variant,tuned,rel_err_ktune,rel_err_seed,bound,status");
+  printf("%-18s %9s %9s %9s %9s  %-9s %-9s %-9s %-7s %s\n", "shape MxNxK", "ktune", "cuBLAS", "seed", "ktune/", "err",
+         "err", "bound", "status", "ktune dispatched to");
+  printf("%-18s %9s %9s %9s %9s  %-9s %-9s %-9s %-7s\n", "", "TFLOP/s", "TFLOP/s", "TFLOP/s", "cuBLAS", "ktune",
+         "seed", "", "");
+
+  kt_rng rng = { 0x6b74756e6d6d0001ull };
+  double *scratch;
+  BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
+  std::vector<double> ratios;
+  int failed = 0;
+
+  for (const shape &s : suite) {
+    const size_t na = (size_t)s.m * s.k, nb = (size_t)s.k * s.n, nc = (size_t)s.m * s.n;
+    float *A, *B, *C_kt, *C_ref, *C_seed;
+    BENCH_CUDA(cudaMalloc(&A, na * sizeof(float)));
+    BENCH_CUDA(cudaMalloc(&B, nb * sizeof(float)));
+    BENCH_CUDA(cudaMalloc(&C_kt, nc * sizeof(float)));
+    BENCH_CUDA(cudaMalloc(&C_ref, nc * sizeof(float)));
+    BENCH_CUDA(cudaMalloc(&C_seed, nc * sizeof(float)));
+    fill(A, na, &rng, d);
+    fill(B, nb, &rng, d);
+    /* All-ones bytes are NaN: an element a kernel never writes fails the check. */
+    BENCH_CUDA(cudaMemset(C_kt, 0xff, nc * sizeof(float)));
+    BENCH_CUDA(cudaMemset(C_seed, 0xff, nc * sizeof(float)));
+    BENCH_CUDA(cudaDeviceSynchronize());
+
+    const int M = s.m, N = s.n, K = s.k;
+    const float one = 1.0f, zero = 0.0f;
+
+    kt_choice choice = {};
+    int rc = kt_matmul_choice(ctx, M, N, K, A, K, B, N, C_kt, N, &choice);
+    if (rc != KT_OK)
+      snprintf(choice.variant, sizeof choice.variant, "(%s)", kt_strerror(rc));
+
+    auto run_ktune = [&]() -> int {
+      int r = kt_matmul(ctx, M, N, K, 1.0f, A, K, B, N, 0.0f, C_kt, N, 0);
+      return r == KT_OK ? 0 : bench_fail("kt_matmul: %s", kt_strerror(r));
+    };
+    /* Row-major C = A B is column-major C^T = B^T A^T: swap the operands
+     * and M with N; every leading dimension stays the row length. */
+    auto run_cublas = [&]() -> int {
+      cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &zero, C_ref, N);
+      return st == CUBLAS_STATUS_SUCCESS ? 0 : bench_fail("cublasSgemm: %s", cublasGetStatusString(st));
+    };
+    kt_matmul_args a = {};
+    a.M = M, a.N = N, a.K = K, a.alpha = 1.0f, a.beta = 0.0f;
+    a.A = A, a.B = B, a.C = C_seed, a.lda = K, a.ldb = N, a.ldc = N;
+    a.sm_count = d.info.sm_count;
+    auto run_seed = [&]() -> int { return seed->launch(&a, 0); };
+
+    const bench_time_result t_kt = bench_time(run_ktune, flush, reps);
+    const bench_time_result t_cb = bench_time(run_cublas, flush, reps);
+    const bench_time_result t_sd = bench_time(run_seed, flush, reps);
+    BENCH_CUDA(cudaDeviceSynchronize());
+
+    /* The outputs of the last timed runs; cuBLAS's is the reference. */
+    const double bound = error_bound(K);
+    const double err_kt = t_kt.ok && t_cb.ok ? rel_error(C_kt, C_ref, nc, scratch, d) : NAN;
+    const double err_sd = t_sd.ok && t_cb.ok ? rel_error(C_seed, C_ref, nc, scratch, d) : NAN;
+    const bool ok = t_kt.ok && t_cb.ok && err_kt <= bound; /* false for NaN too */
+    const bool seed_ok = t_sd.ok && t_cb.ok && err_sd <= bound;
+
+    const double f_kt = t_kt.ok ? tflops(s, t_kt.ms) : NAN;
+    const double f_cb = t_cb.ok ? tflops(s, t_cb.ms) : NAN;
+    const double f_sd = t_sd.ok ? tflops(s, t_sd.ms) : NAN;
+    const double ratio = f_kt / f_cb;
+    if (ok)
+      ratios.push_back(ratio);
+    else
+      ++failed;
+
+    char name[48];
+    snprintf(name, sizeof name, "%dx%dx%d", M, N, K);
+    std::string via = choice.variant;
+    via += choice.tuned ? std::string(" (tuned at ") + choice.matched + ")" : std::string(" (untuned default)");
+    printf("%-18s %9.2f %9.2f %9.2f %9.3f  %-9.2e %-9.2e %-9.2e %-7s %s\n", name, f_kt, f_cb, f_sd, ratio, err_kt,
+           err_sd, bound, ok ? "ok" : "FAILED", via.c_str());
+    if (!t_kt.ok)
+      printf("  ktune failed: %s\n", t_kt.err.c_str());
+    if (!t_cb.ok)
+      printf("  cuBLAS failed: %s\n", t_cb.err.c_str());
+    if (!t_sd.ok)
+      printf("  seed failed: %s\n", t_sd.err.c_str());
+    else if (!seed_ok && t_cb.ok)
+      printf("  note: the seed's result is off too (error %.2e)\n", err_sd);
+    fflush(stdout);
+
+    csv.row("%s,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.5f,%.5f,%.5f,%s,%d,%.3e,%.3e,%.3e,%s", name, M, N, K, f_kt, f_cb, f_sd,
+            ratio, t_kt.ms, t_cb.ms, t_sd.ms, choice.variant, choice.tuned, err_kt, err_sd, bound,
+            ok ? "ok" : "FAILED");
+
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C_kt);
+    cudaFree(C_ref);
+    cudaFree(C_seed);
+  }
+
+  printf("\ngeometric mean of ktune/cuBLAS over %zu shapes: %.3f", ratios.size(), bench_geomean(ratios));
+  if (failed)
+    printf("  (%d FAILED shape%s left out)", failed, failed > 1 ? "s" : "");
+  printf("\n");
+
+  measure_dispatch(ctx, d, o);
+  printf("\ncsv: %s/matmul.csv, %s/matmul_dispatch.csv\n", o.out.c_str(), o.out.c_str());
+  plot(o, d);
+
+  cudaFree(scratch);
+  cudaFree(flush.p);
+  cublasDestroy(h);
+  kt_close(ctx);
+  return failed ? 1 : 0;
+}
