@@ -29,6 +29,7 @@ struct kt_context {
   void *log_user;
   int log_level;
   char device_line[320];
+  uintptr_t checked[64]; /* pointers already found to be device memory */
 };
 
 /* Open contexts.  A call on a pointer not in this set (NULL, closed, or
@@ -252,19 +253,33 @@ static int check_hist(const int32_t *samples, uint64_t n, const uint32_t *bins, 
   return KT_OK;
 }
 
-/* Is p device memory (or managed memory) usable on the context's device? */
-static int device_pointer(const kt_context *c, const void *p)
+/* Is p device memory (or managed memory) usable on the context's device?
+ *
+ * Asking the driver costs a few hundred nanoseconds per pointer, more than
+ * the whole rest of a call, and applications pass the same buffers again and
+ * again.  So pointers that passed are remembered in a small direct-mapped
+ * table (relaxed atomics: a lost update only costs another query).  A host
+ * pointer never passes, so it is never remembered and is always refused.
+ * The cost: a device buffer freed after a call passed it stays in the table,
+ * so a later use-after-free of it is not refused here but fails in the
+ * kernel, as it would in any CUDA library. */
+static int device_pointer(kt_context *c, const void *p)
 {
   if (c->described)
     return 0;
+  const uintptr_t u = (uintptr_t)p;
+  uintptr_t *slot = &c->checked[(u >> 8 ^ u >> 20) & 63];
+  if (__atomic_load_n(slot, __ATOMIC_RELAXED) == u)
+    return 1;
   struct cudaPointerAttributes a;
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  if (a.type == cudaMemoryTypeManaged)
-    return 1;
-  return a.type == cudaMemoryTypeDevice && a.device == c->dev.ordinal;
+  const int ok = a.type == cudaMemoryTypeManaged || (a.type == cudaMemoryTypeDevice && a.device == c->dev.ordinal);
+  if (ok)
+    __atomic_store_n(slot, u, __ATOMIC_RELAXED);
+  return ok;
 }
 
 /* ---- choosing -------------------------------------------------------- */

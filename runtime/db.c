@@ -21,6 +21,8 @@
 #include "kt_internal.h"
 #include "registry.h"
 
+#define BUSY_MS 30000 /* how long a writer waits for another's lock */
+
 struct kt_db {
   sqlite3 *h;
   int mode;
@@ -98,6 +100,23 @@ static int inspect(sqlite3 *h, char *err, size_t len)
   return 1;
 }
 
+/* Switching a new file to WAL takes a write lock inside a statement that
+ * already holds a read lock; SQLite answers SQLITE_BUSY at once rather than
+ * call the busy handler (waiting could deadlock), so when two tuners create
+ * one file the loser retries here, for as long as the busy timeout. */
+static int set_wal(sqlite3 *h, char **msg)
+{
+  int rc = SQLITE_BUSY;
+  for (int ms = 0; ms < BUSY_MS && rc == SQLITE_BUSY; ms += 10) {
+    sqlite3_free(*msg);
+    *msg = NULL;
+    rc = sqlite3_exec(h, "PRAGMA journal_mode=WAL", NULL, NULL, msg);
+    if (rc == SQLITE_BUSY)
+      sqlite3_sleep(10);
+  }
+  return rc;
+}
+
 int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen)
 {
   *out = NULL;
@@ -111,8 +130,13 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
     sqlite3_close(h);
     return KT_ERR_DB_OPEN;
   }
-  sqlite3_busy_timeout(h, 30000);
+  sqlite3_busy_timeout(h, BUSY_MS);
+  /* inspect() reads three values: one read transaction makes them one
+   * snapshot.  Otherwise a schema that another tuner commits between the
+   * reads looks like a foreign database (tables, no application_id). */
+  sqlite3_exec(h, "BEGIN", NULL, NULL, NULL);
   int state = inspect(h, err, errlen);
+  sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
   if (state < 0 || state > 1) {
     sqlite3_close(h);
     return state;
@@ -120,8 +144,7 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
   if (mode == KT_DB_WRITE) {
     char *msg = NULL;
     /* Only now, with the file known to be ours or empty, write to it. */
-    if (sqlite3_exec(h, "PRAGMA journal_mode=WAL", NULL, NULL, &msg) != SQLITE_OK ||
-        sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
+    if (set_wal(h, &msg) != SQLITE_OK || sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
       snprintf(err, errlen, "cannot write '%s': %s", path, msg ? msg : sqlite3_errmsg(h));
       sqlite3_free(msg);
       sqlite3_close(h);
@@ -474,6 +497,8 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
   }
   int rc = step == SQLITE_DONE ? KT_OK : fail(err, errlen, KT_ERR_DB_OPEN, "reading winners", db->h);
   sqlite3_finalize(st);
+  for (int i = 0; i < n; ++i)
+    kt_dispatch_prepare(&t[i]);
   if (rc != KT_OK) {
     free(t);
     return rc;

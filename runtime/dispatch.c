@@ -94,16 +94,36 @@ static double sq(double x)
   return x * x;
 }
 
+static double ln_pos(long long x)
+{
+  return log((double)(x > 0 ? x : 1));
+}
+
+void kt_dispatch_prepare(kt_tuned *t)
+{
+  const kt_problem *p = &t->problem;
+  if (p->family == KT_FAMILY_MATMUL) {
+    t->log_shape[0] = ln_pos(p->m);
+    t->log_shape[1] = ln_pos(p->n);
+    t->log_shape[2] = ln_pos(p->k);
+  } else {
+    t->log_shape[0] = ln_pos(p->nbins);
+    t->log_shape[1] = ln_pos(p->nsamples);
+    t->log_shape[2] = 0;
+  }
+}
+
+/* The searches below run on every call: a handful of tuned problems, three
+ * logarithms for the call itself, the rest precomputed at load. */
 const kt_tuned *kt_dispatch_nearest_matmul(const kt_tuned *t, int n, long long M, long long N, long long K)
 {
   const kt_tuned *best = NULL;
   double bd = INFINITY;
-  const double lm = log((double)M), ln = log((double)N), lk = log((double)K);
+  const double lm = ln_pos(M), ln = ln_pos(N), lk = ln_pos(K);
   for (int i = 0; i < n; ++i) {
     if (t[i].problem.family != KT_FAMILY_MATMUL)
       continue;
-    double d = sq(lm - log((double)t[i].problem.m)) + sq(ln - log((double)t[i].problem.n)) +
-               sq(lk - log((double)t[i].problem.k));
+    const double d = sq(lm - t[i].log_shape[0]) + sq(ln - t[i].log_shape[1]) + sq(lk - t[i].log_shape[2]);
     if (d < bd) {
       bd = d;
       best = &t[i];
@@ -116,12 +136,11 @@ const kt_tuned *kt_dispatch_nearest_hist(const kt_tuned *t, int n, long long nbi
 {
   const kt_tuned *best = NULL;
   double bd = INFINITY, bn = INFINITY;
-  const double lb = log((double)nbins), ls = log((double)(nsamples > 0 ? nsamples : 1));
+  const double lb = ln_pos(nbins), ls = ln_pos(nsamples);
   for (int i = 0; i < n; ++i) {
     if (t[i].problem.family != KT_FAMILY_HIST)
       continue;
-    double d = fabs(lb - log((double)t[i].problem.nbins));
-    double dn = fabs(ls - log((double)(t[i].problem.nsamples > 0 ? t[i].problem.nsamples : 1)));
+    const double d = fabs(lb - t[i].log_shape[0]), dn = fabs(ls - t[i].log_shape[1]);
     if (d < bd || (d == bd && dn < bn)) {
       bd = d;
       bn = dn;

@@ -116,14 +116,18 @@ typedef struct kt_tuned {
   int count;
   const kt_variant *ranked[16]; /* fastest first; only those in this build */
   double best_ms;
+  double log_shape[3];          /* ln(m, n, k) or ln(nbins, nsamples, -), for dispatch */
 } kt_tuned;
 
 /* Load the ranked winners for a device and generator version.  *out is
- * malloc'd (free it). */
+ * malloc'd (free it).  Fills log_shape for the dispatch functions. */
 KT_INTERNAL int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tuned **out, int *count,
                            char *err, size_t errlen);
 
 /* ---- dispatch.c ------------------------------------------------------- */
+
+/* Precompute what the nearest-problem search needs (logs of the sizes). */
+KT_INTERNAL void kt_dispatch_prepare(kt_tuned *t);
 
 /* The tuned problem nearest a matmul call: least sum of squared log-ratios
  * of M, N and K.  NULL when none is tuned. */
