@@ -34,6 +34,16 @@ constexpr int CLUSTER = $(cluster);
  * output.  The grid is persistent, sized to fill the GPU once, so each
  * block clears and flushes its bins once for many samples.
  */
+@ elseif algo == "band" then
+/*
+ * Bands: when the bins outgrow one block's shared memory, split them into
+ * `bands` bands of per_block bins and give every band its own blocks.
+ * Block x counts band x % bands, and the blocks of one group (x / bands)
+ * walk the input together: each reads every sample and counts those in its
+ * band.  The input is read once per band, but neighbouring blocks read the
+ * same chunk at about the same time, so after the first the reads come from
+ * L2, and every add stays in the block's own shared memory.
+ */
 @ else
 /*
  * Distributed shared memory, after the Programming Guide's
@@ -61,16 +71,53 @@ static __device__ __forceinline__ int clamp_bin(int s, int nbins)
   return min(max(s, 0), nbins - 1);
 }
 
+@ if algo ~= "global" and cw == 16 then
+/*
+ * 16-bit counters, two to a 32-bit word of shared memory: counter j is the
+ * low (j even) or high (j odd) half of word j / 2.  Each holds 15 bits; bit
+ * 15 is a guard.  The add that carries a counter into its guard bit is the
+ * only one that sees the old value below 0x8000 and the new at or above it:
+ * that thread takes the 0x8000 back out and adds it to the output bin.  The
+ * carry therefore never reaches the neighbouring counter, as long as fewer
+ * than 0x8000 adds to one counter fall between that thread's two atomics
+ * (they are back to back; a warp is never held off that long).
+ */
+static __device__ __forceinline__ void add16(unsigned int *words, int j, unsigned int inc, unsigned int *out_bin)
+{
+  const unsigned int shift = (j & 1) * 16;
+  const unsigned int old = (atomicAdd(&words[j >> 1], inc << shift) >> shift) & 0xffffu;
+  if (old < 0x8000u && old + inc >= 0x8000u) {
+    atomicSub(&words[j >> 1], 0x8000u << shift);
+    atomicAdd(out_bin, 0x8000u);
+  }
+}
+
+static __device__ __forceinline__ unsigned int get16(const unsigned int *words, int j)
+{
+  return (words[j >> 1] >> ((j & 1) * 16)) & 0xffffu;
+}
+
+@ end
 @ if algo == "global" or algo == "smem" then
 // Add one to counter *c, the same way for every lane.
+@   if algo == "smem" and cw == 16 then
+static __device__ __forceinline__ void bump(unsigned int *words, int bin, unsigned int *bins)
+@   else
 static __device__ __forceinline__ void bump(unsigned int *c, int bin)
+@   end
 {
 @   if agg == 1 then
   // Warp aggregation: lanes holding the same bin elect the lowest lane,
   // which adds for all of them.
   const unsigned peers = __match_any_sync(__activemask(), bin);
   if ((threadIdx.x & 31) == __ffs(peers) - 1)
+@     if algo == "smem" and cw == 16 then
+    add16(words, bin, __popc(peers), &bins[bin]);
+@     else
     atomicAdd(c, __popc(peers));
+@     end
+@   elseif algo == "smem" and cw == 16 then
+  add16(words, bin, 1u, &bins[bin]);
 @   else
   atomicAdd(c, 1u);
 @   end
@@ -79,9 +126,17 @@ static __device__ __forceinline__ void bump(unsigned int *c, int bin)
 
 extern "C" __global__ void __launch_bounds__(THREADS)
 $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
-        int per_block)
+        int per_block$(algo == "band" and ", int bands" or ""))
 {
-@ if algo == "smem" then
+@ if algo == "smem" and cw == 16 then
+  extern __shared__ unsigned int sbins[]; // [REP][words]: 16-bit counters, two per word
+  const int words = (nbins + 1) / 2;
+  for (int i = threadIdx.x; i < REP * words; i += THREADS)
+    sbins[i] = 0;
+  __syncthreads();
+  unsigned int *const mine = sbins + (threadIdx.x / 32 % REP) * words;
+  auto count = [&](int s) { bump(mine, clamp_bin(s, nbins), bins); };
+@ elseif algo == "smem" then
   extern __shared__ unsigned int sbins[]; // [REP][nbins]
   for (int i = threadIdx.x; i < REP * nbins; i += THREADS)
     sbins[i] = 0;
@@ -91,20 +146,54 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
     const int b = clamp_bin(s, nbins);
     bump(&mine[b], b);
   };
+@ elseif algo == "band" then
+  // This block's band: bins [lo, lo + per_block).
+  const int lo = (int)(blockIdx.x % bands) * per_block;
+@   if cw == 16 then
+  extern __shared__ unsigned int sbins[]; // [(per_block + 1) / 2]: 16-bit counters, two per word
+  for (int i = threadIdx.x; i < (per_block + 1) / 2; i += THREADS)
+    sbins[i] = 0;
+@   else
+  extern __shared__ unsigned int sbins[]; // [per_block]
+  for (int i = threadIdx.x; i < per_block; i += THREADS)
+    sbins[i] = 0;
+@   end
+  __syncthreads();
+  auto count = [&](int s) {
+    const int b = clamp_bin(s, nbins);
+    const unsigned j = (unsigned)(b - lo); // below the band: wraps to a large value
+    if (j < (unsigned)per_block)
+@   if cw == 16 then
+      add16(sbins, (int)j, 1u, &bins[b]);
+@   else
+      atomicAdd(&sbins[j], 1u);
+@   end
+  };
 @ elseif algo == "dsm" then
+@   if cw == 16 then
+  extern __shared__ unsigned int sbins[]; // [(per_block + 1) / 2]: 16-bit counters, two per word
+  cg::cluster_group cluster = cg::this_cluster();
+  for (int i = threadIdx.x; i < (per_block + 1) / 2; i += THREADS)
+    sbins[i] = 0;
+@   else
   extern __shared__ unsigned int sbins[]; // [per_block]
   cg::cluster_group cluster = cg::this_cluster();
   for (int i = threadIdx.x; i < per_block; i += THREADS)
     sbins[i] = 0;
+@   end
   // Every block's bins must be clear before any block adds into them.
   cluster.sync();
   auto count = [&](int s) {
     const int b = clamp_bin(s, nbins);
 @   if layout == "blocked" then
-    const int owner = b / per_block;
-    atomicAdd(cluster.map_shared_rank(sbins, owner) + (b - owner * per_block), 1u);
+    const int owner = b / per_block, j = b - owner * per_block;
 @   else
-    atomicAdd(cluster.map_shared_rank(sbins, b & (CLUSTER - 1)) + (b >> $(log2_cluster)), 1u);
+    const int owner = b & (CLUSTER - 1), j = b >> $(log2_cluster);
+@   end
+@   if cw == 16 then
+    add16(cluster.map_shared_rank(sbins, owner), j, 1u, &bins[b]);
+@   else
+    atomicAdd(cluster.map_shared_rank(sbins, owner) + j, 1u);
 @   end
   };
 @ else
@@ -121,8 +210,14 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
   const int4 *const body = reinterpret_cast<const int4 *>(samples + head);
   const unsigned long long nvec = (n - head) / 4;
   const unsigned long long tail = head + nvec * 4;
+@ if algo == "band" then
+  // The grid-stride loop runs over groups: each group reads the whole input.
+  const unsigned long long stride = (unsigned long long)(gridDim.x / bands) * THREADS;
+  const unsigned long long gtid = (unsigned long long)(blockIdx.x / bands) * THREADS + threadIdx.x;
+@ else
   const unsigned long long stride = (unsigned long long)gridDim.x * THREADS;
   const unsigned long long gtid = (unsigned long long)blockIdx.x * THREADS + threadIdx.x;
+@ end
 
   unsigned long long i = gtid;
   // IPT independent loads are issued before the first is used.
@@ -151,9 +246,24 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
     unsigned int c = 0;
 #pragma unroll
     for (int r = 0; r < REP; ++r)
+@   if cw == 16 then
+      c += get16(sbins + r * words, b);
+@   else
       c += sbins[r * nbins + b];
+@   end
     if (c)
       atomicAdd(&bins[b], c);
+  }
+@ elseif algo == "band" then
+  __syncthreads();
+  for (int j = threadIdx.x; j < per_block && lo + j < nbins; j += THREADS) {
+@   if cw == 16 then
+    const unsigned int c = get16(sbins, j);
+@   else
+    const unsigned int c = sbins[j];
+@   end
+    if (c)
+      atomicAdd(&bins[lo + j], c);
   }
 @ elseif algo == "dsm" then
   // All remote adds must land before any block flushes (or exits, which
@@ -166,7 +276,11 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
 @   else
     const int b = j * CLUSTER + rank;
 @   end
+@   if cw == 16 then
+    const unsigned int c = get16(sbins, j);
+@   else
     const unsigned int c = sbins[j];
+@   end
     if (c && b < nbins)
       atomicAdd(&bins[b], c);
   }
@@ -184,10 +298,32 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
 
 @ if algo == "smem" then
   const int per_block = a->nbins;
+@   if cw == 16 then
+  const size_t smem = (size_t)REP * ((a->nbins + 1) / 2) * sizeof(unsigned int);
+@   else
   const size_t smem = (size_t)REP * a->nbins * sizeof(unsigned int);
+@   end
 @ elseif algo == "dsm" then
   const int per_block = (a->nbins + CLUSTER - 1) / CLUSTER;
+@   if cw == 16 then
+  const size_t smem = (size_t)((per_block + 1) / 2) * sizeof(unsigned int);
+@   else
   const size_t smem = (size_t)per_block * sizeof(unsigned int);
+@   end
+@ elseif algo == "band" then
+  // As few bands as fit, then the bins spread evenly over them.
+@   if cw == 16 then
+  const long long fit = 2ll * (a->smem_optin / 4);
+@   else
+  const long long fit = a->smem_optin / 4;
+@   end
+  const int bands = (int)((a->nbins + fit - 1) / fit);
+  const int per_block = (int)((a->nbins + bands - 1) / bands);
+@   if cw == 16 then
+  const size_t smem = (size_t)((per_block + 1) / 2) * sizeof(unsigned int);
+@   else
+  const size_t smem = (size_t)per_block * sizeof(unsigned int);
+@   end
 @ else
   const int per_block = 0;
   const size_t smem = 0;
@@ -230,6 +366,8 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     blocks = needed;
 @ if algo == "dsm" then
   blocks = (blocks + CLUSTER - 1) / CLUSTER * CLUSTER;
+@ elseif algo == "band" then
+  blocks = blocks < bands ? bands : blocks / bands * bands; // whole groups
 @ end
 
   cudaLaunchConfig_t cfg = {};
@@ -246,5 +384,5 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   cfg.attrs = attr;
   cfg.numAttrs = 1;
 @ end
-  return (int)cudaLaunchKernelEx(&cfg, $(name), a->samples, a->n, a->bins, a->nbins, per_block);
+  return (int)cudaLaunchKernelEx(&cfg, $(name), a->samples, a->n, a->bins, a->nbins, per_block$(algo == "band" and ", bands" or ""));
 }

@@ -19,8 +19,8 @@ return {
 
   -- Untuned calls use the first of these that fits nbins on the device;
   -- global atomics serve every nbins.
-  defaults = { "hist_smem_t512_r1_a0_u2", "hist_dsm_c4_t512_cyclic_u2", "hist_dsm_c16_t512_cyclic_u2",
-               "hist_global_t512_a0_u2" },
+  defaults = { "hist_smem_t512_r1_a0_w32_u2", "hist_smem_t512_r1_a0_w16_u2", "hist_dsm_c4_t512_cyclic_w16_u2",
+               "hist_dsm_c16_t512_cyclic_w16_u2", "hist_global_t512_a0_u2" },
 
   kernels = {
     {
@@ -44,15 +44,20 @@ return {
         { "threads", { 256, 512, 1024 }, "threads per block" },
         { "rep", { 1, 2 }, "copies of the bins per block; warp w counts into copy w % rep" },
         { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)" },
+        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
       },
       derive = function(v, t)
-        v.smem_static, v.smem_dynamic = 0, 0
-        v.smem_per_bin = F * v.rep
+        v.smem_static = 0
+        -- rep copies of ceil(nbins / per_word) words
+        v.smem_per_bin = v.cw // 8 * v.rep
+        v.smem_dynamic = v.cw == 16 and 2 * v.rep or 0
         v.cluster, v.min_cc = 1, 0
-        v.max_nbins = t.smem_optin // v.smem_per_bin
+        v.max_nbins = (t.smem_optin - v.smem_dynamic) // v.smem_per_bin
       end,
-      name = function(v) return ("hist_smem_t%d_r%d_a%d_u%d"):format(v.threads, v.rep, v.agg, v.ipt) end,
+      name = function(v)
+        return ("hist_smem_t%d_r%d_a%d_w%d_u%d"):format(v.threads, v.rep, v.agg, v.cw, v.ipt)
+      end,
       constraints = {
         { "rep copies need at least rep warps", function(v) return v.threads // 32 >= v.rep end },
       },
@@ -65,17 +70,19 @@ return {
         { "threads", { 256, 512, 1024 }, "threads per block" },
         { "layout", { "blocked", "cyclic" },
           "which block holds bin b: blocked = b / per_block (the Guide's), cyclic = b % cluster" },
+        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
       },
       derive = function(v, t)
         v.log2_cluster = log2(v.cluster)
-        v.smem_static, v.smem_dynamic = 0, 0
-        v.smem_per_bin = F
+        v.smem_static = 0
+        v.smem_per_bin = v.cw // 8
+        v.smem_dynamic = v.cw == 16 and 2 or 0
         v.min_cc = 90
-        v.max_nbins = (t.smem_optin // F) * v.cluster
+        v.max_nbins = ((t.smem_optin - v.smem_dynamic) // v.smem_per_bin) * v.cluster
       end,
       name = function(v)
-        return ("hist_dsm_c%d_t%d_%s_u%d"):format(v.cluster, v.threads, v.layout, v.ipt)
+        return ("hist_dsm_c%d_t%d_%s_w%d_u%d"):format(v.cluster, v.threads, v.layout, v.cw, v.ipt)
       end,
       constraints = {
         { "cluster launch and distributed shared memory need sm_90", function(v, t) return t.cc >= 90 end },
@@ -85,6 +92,23 @@ return {
         { "16 blocks of 1024 threads exceed what a GPC co-schedules",
           function(v) return v.cluster * v.threads <= 8192 end },
       },
+    },
+    {
+      algo = "band",
+      doc = "each block counts one band of bins that fits its shared memory; the blocks of all bands " ..
+        "read the same input together, so the repeated reads come from L2",
+      params = {
+        { "threads", { 512, 1024 }, "threads per block" },
+        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output" },
+        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
+      },
+      derive = function(v, t)
+        v.smem_static = 0
+        v.smem_dynamic = t.smem_optin -- a band fills the block's shared memory
+        v.smem_per_bin = 0
+        v.cluster, v.min_cc, v.max_nbins = 1, 0, 0
+      end,
+      name = function(v) return ("hist_band_t%d_w%d_u%d"):format(v.threads, v.cw, v.ipt) end,
     },
   },
 

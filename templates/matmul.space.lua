@@ -43,7 +43,7 @@ return {
         { "vec", { 1, 4 }, "floats per global load; 4 needs 16-byte aligned pointers and ldX % 4 == 0" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)" },
         { "occ", { 0, 2 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint" },
-        { "split", { 1, 4, 32 }, "most chunks K is split into (deterministic split-K); 1 = none" },
+        { "split", { 1, 4, 16, 128 }, "most chunks K is split into (deterministic split-K); 1 = none" },
       },
       derive = function(v)
         v.threads = (v.bm // v.tm) * (v.bn // v.tn)
