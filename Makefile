@@ -59,7 +59,7 @@ TOOL_OBJS := $(filter-out build/obj/tuner/main.o,$(TUNER_OBJS))
 C_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 GEN_INPUTS := $(wildcard generator/*.lua templates/*)
 
-.PHONY: all generate tune test test-lua test-c test-sm80 bench clean deps help install FORCE
+.PHONY: all generate tune test test-lua bench clean deps help install FORCE
 all: build/libktune.a build/libktune.so build/ktune build/example
 
 help:
@@ -144,24 +144,18 @@ build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -Ituner -o $@ $< $(TOOL_OBJS) build/libktune.a \
 	  $(CRITERION_LIBS) $(LIBS)
 
-test: deps all test-lua test-c test-sm80
+test: deps all $(C_TESTS) build/sm80.log
+	$(Q)tests/run.sh $(BUSTED) build/sm80.log $(C_TESTS)
 
 test-lua:
-	$(call say,BUSTED,tests/)
 	$(Q)$(BUSTED) --lpath='./?.lua' --pattern=_spec tests/
 
-test-c: $(C_TESTS)
-	$(Q)if nvidia-smi -L >/dev/null 2>&1; then echo "GPU present: GPU tests run"; \
-	  else echo "*** no GPU on this machine: GPU tests are SKIPPED (they show as skipped below) ***"; fi
-	$(Q)fail=0; for t in $(C_TESTS); do echo "== $$t"; \
-	  case $$t in *_gpu) v=--verbose;; *) v=;; esac; $$t --jobs=1 $$v || fail=1; done; exit $$fail
-
 # Every variant that the sm_80 target keeps must compile for sm_80 too.
-test-sm80:
+build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h
 	$(call say,CHECK,sm_80 compiles)
-	$(Q)rm -rf build/sm80 && $(LUA) generator/ktgen.lua --arch sm_80 --out build/sm80 --quiet && \
+	$(Q)rm -rf build/sm80 && mkdir -p build && $(LUA) generator/ktgen.lua --arch sm_80 --out build/sm80 --quiet && \
 	  ls build/sm80/*/*.cu | xargs -P $$(nproc) -n 1 sh -c '$(NVCC) -arch=sm_80 -Iruntime -cubin -o /dev/null "$$0" || exit 255' && \
-	  echo "sm_80: $$(ls build/sm80/*/*.cu | wc -l) variants compile"
+	  echo "sm_80: $$(ls build/sm80/*/*.cu | wc -l) variants compile" > $@ || { rm -f $@; exit 1; }
 
 # ---- benchmarks ----------------------------------------------------------
 BENCH_BINS := build/bench_matmul build/bench_hist

@@ -1,0 +1,318 @@
+/* tests/test_api.c: the public API's argument checks (runtime/context.c,
+ * runtime/status.c) on a described device: no GPU needed, nothing launched.
+ *
+ *   make build/tests/test_api && build/tests/test_api --jobs=1
+ */
+#include <cuda_runtime_api.h>
+
+#include "kt_test.h"
+
+static kt_context *ctx;
+
+/* A context on a described device with no tuning database. */
+static void setup(void)
+{
+  kt_test_mkdir();
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "none.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_options o = kt_default_options();
+  o.db_path = path;
+  ctx = NULL;
+  cr_assert_eq(kt_open_described(&ctx, &dev, &o), KT_OK);
+}
+
+static void teardown(void)
+{
+  kt_close(ctx);
+  kt_test_rmdir();
+}
+
+TestSuite(api, .init = setup, .fini = teardown);
+
+/* Fake device addresses: never dereferenced. */
+#define A ((const float *)0x10000)
+#define B ((const float *)0x20000)
+#define C ((float *)0x30000)
+#define SAMPLES ((const int32_t *)0x40000)
+#define BINS ((uint32_t *)0x50000)
+
+/* Every entry point that checks matmul arguments, with one set of them. */
+static void expect_matmul(kt_context *c, int want, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
+                          const float *b, int64_t ldb, float *cc, int64_t ldc)
+{
+  kt_choice ch;
+  int rc = kt_matmul(c, M, N, K, 1.0f, a, lda, b, ldb, 0.0f, cc, ldc, NULL);
+  cr_assert_eq(rc, want, "kt_matmul(M %lld N %lld K %lld lda %lld ldb %lld ldc %lld) = %d (%s), want %d (%s)",
+               (long long)M, (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc, rc,
+               kt_strerror(rc), want, kt_strerror(want));
+  if (want == KT_ERR_NOT_DEVICE_POINTER)
+    want = KT_OK; /* the choice does not look at the memory */
+  rc = kt_matmul_choice(c, M, N, K, a, lda, b, ldb, cc, ldc, &ch);
+  cr_assert_eq(rc, want, "kt_matmul_choice(M %lld N %lld K %lld lda %lld ldb %lld ldc %lld) = %d (%s), want %d (%s)",
+               (long long)M, (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc, rc,
+               kt_strerror(rc), want, kt_strerror(want));
+}
+
+static void expect_hist(kt_context *c, int want, const int32_t *samples, uint64_t n, uint32_t *bins, int64_t nbins)
+{
+  kt_choice ch;
+  int rc = kt_histogram(c, samples, n, bins, nbins, NULL);
+  cr_assert_eq(rc, want, "kt_histogram(n %llu nbins %lld) = %d (%s), want %d (%s)", (unsigned long long)n,
+               (long long)nbins, rc, kt_strerror(rc), want, kt_strerror(want));
+  if (want == KT_ERR_NOT_DEVICE_POINTER)
+    want = KT_OK;
+  rc = kt_histogram_choice(c, samples, n, bins, nbins, &ch);
+  cr_assert_eq(rc, want, "kt_histogram_choice(n %llu nbins %lld) = %d (%s), want %d (%s)", (unsigned long long)n,
+               (long long)nbins, rc, kt_strerror(rc), want, kt_strerror(want));
+}
+
+/* ---- contexts ------------------------------------------------------------ */
+
+Test(api, null_context_is_a_bad_context)
+{
+  expect_matmul(NULL, KT_ERR_BAD_CONTEXT, 64, 64, 64, A, 64, B, 64, C, 64);
+  expect_hist(NULL, KT_ERR_BAD_CONTEXT, SAMPLES, 100, BINS, 256);
+  cr_assert_eq(kt_tuned_count(NULL), 0);
+  cr_assert_not_null(kt_device_name(NULL));
+}
+
+Test(api, closed_context_is_a_bad_context)
+{
+  kt_context *closed = ctx;
+  expect_matmul(closed, KT_ERR_NOT_DEVICE_POINTER, 64, 64, 64, A, 64, B, 64, C, 64); /* open: it works */
+  kt_close(ctx);
+  ctx = NULL;
+  expect_matmul(closed, KT_ERR_BAD_CONTEXT, 64, 64, 64, A, 64, B, 64, C, 64);
+  expect_hist(closed, KT_ERR_BAD_CONTEXT, SAMPLES, 100, BINS, 256);
+  cr_assert_eq(kt_tuned_count(closed), 0);
+  kt_close(closed); /* a second close is harmless */
+}
+
+Test(api, bad_context_is_reported_before_bad_arguments)
+{
+  expect_matmul(NULL, KT_ERR_BAD_CONTEXT, 0, 64, 64, NULL, 64, B, 64, C, 64);
+  expect_hist(NULL, KT_ERR_BAD_CONTEXT, NULL, 100, NULL, 0);
+}
+
+Test(api, close_null_is_a_no_op)
+{
+  kt_close(NULL);
+  /* The live context is unaffected. */
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 64, 64, A, 64, B, 64, C, 64);
+}
+
+Test(api, open_without_out_pointer_is_a_null_pointer)
+{
+  cr_assert_eq(kt_open(NULL, NULL), KT_ERR_NULL_POINTER);
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  cr_assert_eq(kt_open_described(NULL, &dev, NULL), KT_ERR_NULL_POINTER);
+  kt_context *c = (kt_context *)(uintptr_t)8;
+  cr_assert_eq(kt_open_described(&c, NULL, NULL), KT_ERR_NULL_POINTER);
+}
+
+Test(api, open_without_gpu_is_no_device)
+{
+  int count = 0;
+  if (cudaGetDeviceCount(&count) == cudaSuccess && count > 0)
+    cr_skip_test("a GPU is present (%d device(s)); this test is for machines without one", count);
+  kt_context *c = (kt_context *)(uintptr_t)8; /* must be reset to NULL */
+  cr_assert_eq(kt_open(&c, NULL), KT_ERR_NO_DEVICE);
+  cr_assert_null(c);
+  c = (kt_context *)(uintptr_t)8;
+  kt_options o = kt_default_options();
+  cr_assert_eq(kt_open(&c, &o), KT_ERR_NO_DEVICE);
+  cr_assert_null(c);
+}
+
+Test(api, default_options)
+{
+  kt_options o = kt_default_options();
+  cr_assert_eq(o.device, -1);
+  cr_assert_null(o.db_path);
+  cr_assert_null(o.log);
+  cr_assert_null(o.log_user);
+}
+
+Test(api, bad_log_level_is_a_bad_option)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_options o = kt_default_options();
+  char path[PATH_MAX];
+  o.db_path = kt_test_path(path, sizeof path, "none.db");
+  kt_context *c = NULL;
+  o.log_level = KT_LOG_DEBUG + 1;
+  cr_assert_eq(kt_open_described(&c, &dev, &o), KT_ERR_BAD_OPTION);
+  cr_assert_null(c);
+  o.log_level = -1;
+  cr_assert_eq(kt_open_described(&c, &dev, &o), KT_ERR_BAD_OPTION);
+  cr_assert_null(c);
+}
+
+Test(api, device_name_describes_the_device)
+{
+  const char *name = kt_device_name(ctx);
+  cr_assert_not_null(strstr(name, "Test GPU"), "%s", name);
+  cr_assert_not_null(strstr(name, "sm_90"), "%s", name);
+  cr_assert_not_null(strstr(name, "132"), "%s", name);
+}
+
+/* ---- matmul arguments --------------------------------------------------- */
+
+Test(api, matmul_null_pointers)
+{
+  expect_matmul(ctx, KT_ERR_NULL_POINTER, 64, 64, 64, NULL, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_NULL_POINTER, 64, 64, 64, A, 64, NULL, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_NULL_POINTER, 64, 64, 64, A, 64, B, 64, NULL, 64);
+  cr_assert_eq(kt_matmul_choice(ctx, 64, 64, 64, A, 64, B, 64, C, 64, NULL), KT_ERR_NULL_POINTER);
+}
+
+Test(api, matmul_sizes_below_one)
+{
+  expect_matmul(ctx, KT_ERR_BAD_SIZE, 0, 64, 64, A, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, 0, 64, A, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, 64, 0, A, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_BAD_SIZE, -1, 64, 64, A, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, -64, 64, A, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, 64, INT64_MIN, A, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 1, 1, 1, A, 1, B, 1, C, 1);
+}
+
+Test(api, matmul_leading_dimensions_below_the_row)
+{
+  expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 48, A, 47, B, 32, C, 32); /* lda < K */
+  expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 48, A, 48, B, 31, C, 32); /* ldb < N */
+  expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 48, A, 48, B, 32, C, 31); /* ldc < N */
+  expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 48, A, -48, B, 32, C, 32);
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 32, 48, A, 48, B, 32, C, 32); /* equal is fine */
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 32, 48, A, 1000, B, 999, C, 33); /* larger too */
+}
+
+Test(api, matmul_sizes_past_int_max_overflow)
+{
+  const int64_t big = (int64_t)INT_MAX + 1;
+  expect_matmul(ctx, KT_ERR_OVERFLOW, big, 4, 4, A, 4, B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 4, big, 4, A, 4, B, big, C, big);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 4, 4, big, A, big, B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, INT64_MAX, 4, 4, A, 4, B, 4, C, 4);
+  /* INT_MAX itself is allowed. */
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, INT_MAX, 4, 4, A, 4, B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 4, 4, INT_MAX, A, INT_MAX, B, 4, C, 4);
+}
+
+Test(api, matmul_index_range_overflow)
+{
+  /* (M - 1) * lda overflows int64. */
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 3, 4, 4, A, INT64_MAX / 2 + 1, B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 2, 4, 4, A, INT64_MAX, B, 4, C, 4);
+  /* (K - 1) * ldb and (M - 1) * ldc likewise. */
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 4, 4, 3, A, 4, B, INT64_MAX / 2 + 1, C, 4);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 3, 4, 4, A, 4, B, 4, C, INT64_MAX / 2 + 1);
+  /* The element count fits but its byte count does not. */
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 2, 4, 4, A, INT64_MAX / 4, B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, INT_MAX, 4, 4, A, INT64_MAX / ((int64_t)INT_MAX - 1), B, 4, C, 4);
+}
+
+Test(api, matmul_pointers_not_float_aligned)
+{
+  expect_matmul(ctx, KT_ERR_MISALIGNED, 64, 64, 64, (const float *)0x10002, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_MISALIGNED, 64, 64, 64, A, 64, (const float *)0x20001, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_MISALIGNED, 64, 64, 64, A, 64, B, 64, (float *)0x30003, 64);
+  /* 4-byte aligned but not 16: legal, served by an align-1 variant. */
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 64, 64, (const float *)0x10004, 64, B, 64, C, 64);
+}
+
+Test(api, valid_matmul_reaches_the_device_pointer_check)
+{
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 1024, 1024, 1024, A, 1024, B, 1024, C, 1024);
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 1, 8192, 3, A, 3, B, 8192, C, 8192);
+}
+
+/* ---- histogram arguments ------------------------------------------------ */
+
+Test(api, hist_null_pointers)
+{
+  expect_hist(ctx, KT_ERR_NULL_POINTER, SAMPLES, 100, NULL, 256);
+  expect_hist(ctx, KT_ERR_NULL_POINTER, NULL, 100, BINS, 256);
+  expect_hist(ctx, KT_ERR_NULL_POINTER, NULL, 1, BINS, 256);
+  expect_hist(ctx, KT_ERR_NULL_POINTER, NULL, 0, NULL, 256);
+  cr_assert_eq(kt_histogram_choice(ctx, SAMPLES, 100, BINS, 256, NULL), KT_ERR_NULL_POINTER);
+}
+
+Test(api, hist_without_samples_passes_the_checks)
+{
+  kt_choice ch;
+  cr_assert_eq(kt_histogram_choice(ctx, NULL, 0, BINS, 256, &ch), KT_OK);
+  cr_assert_neq(ch.variant[0], '\0');
+  /* The bins are still checked against the device. */
+  cr_assert_eq(kt_histogram(ctx, NULL, 0, BINS, 256, NULL), KT_ERR_NOT_DEVICE_POINTER);
+}
+
+Test(api, hist_bins_below_one)
+{
+  expect_hist(ctx, KT_ERR_BAD_SIZE, SAMPLES, 100, BINS, 0);
+  expect_hist(ctx, KT_ERR_BAD_SIZE, SAMPLES, 100, BINS, -1);
+  expect_hist(ctx, KT_ERR_BAD_SIZE, SAMPLES, 100, BINS, INT64_MIN);
+  expect_hist(ctx, KT_ERR_NOT_DEVICE_POINTER, SAMPLES, 100, BINS, 1);
+}
+
+Test(api, hist_too_many_samples_overflow)
+{
+  expect_hist(ctx, KT_ERR_OVERFLOW, SAMPLES, (uint64_t)UINT32_MAX + 1, BINS, 256);
+  expect_hist(ctx, KT_ERR_OVERFLOW, SAMPLES, UINT64_MAX, BINS, 256);
+  expect_hist(ctx, KT_ERR_NOT_DEVICE_POINTER, SAMPLES, UINT32_MAX, BINS, 256); /* 2^32 - 1 is allowed */
+}
+
+Test(api, hist_too_many_bins_overflow)
+{
+  expect_hist(ctx, KT_ERR_OVERFLOW, SAMPLES, 100, BINS, (int64_t)INT_MAX + 1);
+  expect_hist(ctx, KT_ERR_OVERFLOW, SAMPLES, 100, BINS, INT64_MAX);
+  expect_hist(ctx, KT_ERR_NOT_DEVICE_POINTER, SAMPLES, 100, BINS, INT_MAX);
+}
+
+Test(api, hist_pointers_not_int_aligned)
+{
+  expect_hist(ctx, KT_ERR_MISALIGNED, (const int32_t *)0x40002, 100, BINS, 256);
+  expect_hist(ctx, KT_ERR_MISALIGNED, SAMPLES, 100, (uint32_t *)0x50001, 256);
+}
+
+Test(api, valid_hist_reaches_the_device_pointer_check)
+{
+  expect_hist(ctx, KT_ERR_NOT_DEVICE_POINTER, SAMPLES, 1 << 20, BINS, 256);
+  expect_hist(ctx, KT_ERR_NOT_DEVICE_POINTER, SAMPLES, 1 << 20, BINS, 200000);
+}
+
+/* ---- status messages ---------------------------------------------------- */
+
+Test(api, every_status_has_its_own_message)
+{
+#define KT_TEST_CODE(name, value, msg) value,
+#define KT_TEST_MSG(name, value, msg) msg,
+  const int codes[] = { KT_STATUS_TABLE(KT_TEST_CODE) };
+  const char *msgs[] = { KT_STATUS_TABLE(KT_TEST_MSG) };
+#undef KT_TEST_CODE
+#undef KT_TEST_MSG
+  const int n = (int)(sizeof codes / sizeof codes[0]);
+  cr_assert_eq(n, KT_ERR_UNKNOWN_VARIANT + 1);
+  for (int i = 0; i < n; ++i) {
+    const char *m = kt_strerror(codes[i]);
+    cr_assert_not_null(m, "code %d", codes[i]);
+    cr_assert_neq(m[0], '\0', "code %d has an empty message", codes[i]);
+    cr_assert_str_eq(m, msgs[i], "code %d", codes[i]);
+    for (int j = 0; j < i; ++j) {
+      cr_assert_neq(codes[i], codes[j], "codes %d and %d share a value", i, j);
+      cr_assert_str_neq(m, kt_strerror(codes[j]), "codes %d and %d share a message", codes[i], codes[j]);
+    }
+  }
+}
+
+Test(api, unknown_status_has_a_message)
+{
+  const int unknown[] = { -1, KT_ERR_UNKNOWN_VARIANT + 1, 1000, INT_MIN, INT_MAX };
+  for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; ++i) {
+    const char *m = kt_strerror(unknown[i]);
+    cr_assert_not_null(m, "code %d", unknown[i]);
+    cr_assert_neq(m[0], '\0', "code %d", unknown[i]);
+    cr_assert_str_neq(m, kt_strerror(KT_OK), "code %d reads as success", unknown[i]);
+  }
+}

@@ -1,0 +1,523 @@
+/* tests/test_db.c: the tuning database (runtime/db.c), no GPU needed.
+ *
+ *   make build/tests/test_db && build/tests/test_db --jobs=1
+ *
+ * Every database lives in a fresh mkdtemp directory, removed after the test.
+ */
+#include <errno.h>
+#include <sys/wait.h>
+
+#include "kt_test.h"
+
+static void setup(void)
+{
+  kt_test_mkdir();
+}
+
+static void teardown(void)
+{
+  kt_test_rmdir();
+}
+
+TestSuite(db, .init = setup, .fini = teardown);
+
+static char err[512];
+
+static kt_db *open_ok(const char *path, int mode)
+{
+  kt_db *db = NULL;
+  err[0] = '\0';
+  int rc = kt_db_open(&db, path, mode, err, sizeof err);
+  cr_assert_eq(rc, KT_OK, "kt_db_open(%s, %s) = %d (%s): %s", path, mode == KT_DB_WRITE ? "write" : "read", rc,
+               kt_strerror(rc), err);
+  cr_assert_not_null(db);
+  return db;
+}
+
+/* kt_db_open must refuse the file with `want` in both modes and leave every
+ * byte of it as it was, with no journal or WAL beside it. */
+static void assert_refused_untouched(const char *path, int want)
+{
+  size_t before_len, after_len;
+  unsigned char *before = kt_test_slurp(path, &before_len);
+  int entries = kt_test_dir_entries();
+  const int modes[] = { KT_DB_READ, KT_DB_WRITE };
+  for (int i = 0; i < 2; ++i) {
+    kt_db *db = (kt_db *)(uintptr_t)8; /* kt_db_open must reset it to NULL */
+    err[0] = '\0';
+    int rc = kt_db_open(&db, path, modes[i], err, sizeof err);
+    cr_assert_eq(rc, want, "%s mode: got %d (%s), want %d (%s): %s", modes[i] ? "write" : "read", rc,
+                 kt_strerror(rc), want, kt_strerror(want), err);
+    cr_assert_null(db, "a refused open must leave *db NULL");
+    cr_assert_neq(err[0], '\0', "a refused open must say why");
+  }
+  unsigned char *after = kt_test_slurp(path, &after_len);
+  cr_assert_eq(after_len, before_len, "file size changed: %zu -> %zu", before_len, after_len);
+  cr_assert_eq(memcmp(before, after, before_len), 0, "file contents changed");
+  cr_assert_eq(kt_test_dir_entries(), entries, "a journal or WAL file was left beside the refused file");
+  free(before);
+  free(after);
+}
+
+/* ---- opening and checking files ----------------------------------------- */
+
+Test(db, new_file_gets_the_schema_and_reopens)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "new.db");
+  cr_assert(!kt_test_exists(path));
+  kt_db_close(open_ok(path, KT_DB_WRITE));
+  cr_assert(kt_test_exists(path));
+  cr_assert_eq(kt_test_sql_int(path, "PRAGMA application_id"), KT_DB_APPLICATION_ID);
+  cr_assert_eq(kt_test_sql_int(path, "PRAGMA user_version"), KT_DB_SCHEMA_VERSION);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM sqlite_master WHERE type='table' AND name IN"
+                                     " ('devices','measurements','winners')"),
+               3);
+  kt_db_close(open_ok(path, KT_DB_READ));
+  kt_db_close(open_ok(path, KT_DB_WRITE)); /* an existing schema is accepted as is */
+  cr_assert_eq(kt_test_sql_int(path, "PRAGMA user_version"), KT_DB_SCHEMA_VERSION);
+}
+
+Test(db, read_of_missing_file_fails_and_creates_nothing)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "missing.db");
+  kt_db *db = (kt_db *)(uintptr_t)8;
+  int rc = kt_db_open(&db, path, KT_DB_READ, err, sizeof err);
+  cr_assert_eq(rc, KT_ERR_DB_OPEN, "got %d (%s)", rc, kt_strerror(rc));
+  cr_assert_null(db);
+  cr_assert(!kt_test_exists(path), "a read-only open created the file");
+  cr_assert_eq(kt_test_dir_entries(), 0, "a read-only open left a file behind");
+}
+
+Test(db, foreign_sqlite_database_is_refused_untouched)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "other-app.db");
+  kt_test_sql(path, "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"
+                    "INSERT INTO notes (body) VALUES ('keep me'), ('and me');");
+  cr_assert_eq(kt_test_sql_int(path, "PRAGMA application_id"), 0);
+  assert_refused_untouched(path, KT_ERR_DB_FOREIGN);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM notes"), 2);
+}
+
+Test(db, foreign_database_with_a_user_version_is_refused_untouched)
+{
+  /* Many applications set user_version; only the application_id says ours. */
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "versioned.db");
+  kt_test_sql(path, "PRAGMA user_version=1; CREATE TABLE measurements (id INTEGER PRIMARY KEY);");
+  assert_refused_untouched(path, KT_ERR_DB_FOREIGN);
+  kt_test_path(path, sizeof path, "other-id.db");
+  kt_test_sql(path, "PRAGMA application_id=305419896; PRAGMA user_version=1; CREATE TABLE t (x);");
+  assert_refused_untouched(path, KT_ERR_DB_FOREIGN);
+}
+
+Test(db, non_sqlite_file_is_refused_untouched)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "notes.txt");
+  kt_test_write_file(path, "this is not a database\nwinners: none\n");
+  assert_refused_untouched(path, KT_ERR_DB_FOREIGN);
+}
+
+Test(db, large_non_sqlite_file_is_refused_untouched)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "garbage.bin");
+  char text[9000];
+  for (size_t i = 0; i < sizeof text - 1; ++i)
+    text[i] = (char)('a' + (i * 7) % 26);
+  text[sizeof text - 1] = '\0';
+  kt_test_write_file(path, text);
+  assert_refused_untouched(path, KT_ERR_DB_FOREIGN);
+}
+
+Test(db, newer_schema_is_refused_untouched)
+{
+  char path[PATH_MAX], sql[256];
+  kt_test_path(path, sizeof path, "newer.db");
+  snprintf(sql, sizeof sql,
+           "PRAGMA application_id=%d; PRAGMA user_version=%d;"
+           "CREATE TABLE measurements (id INTEGER PRIMARY KEY, future TEXT);",
+           KT_DB_APPLICATION_ID, KT_DB_SCHEMA_VERSION + 1);
+  kt_test_sql(path, sql);
+  assert_refused_untouched(path, KT_ERR_DB_VERSION);
+  cr_assert_eq(kt_test_sql_int(path, "PRAGMA user_version"), KT_DB_SCHEMA_VERSION + 1);
+}
+
+/* ---- record, rank, load ------------------------------------------------- */
+
+/* Load the tuned problems for dev and this build; the test owns *t. */
+static int load(const char *path, const char *fp, const char *gen, kt_tuned **t)
+{
+  kt_db *db = open_ok(path, KT_DB_READ);
+  int n = -1;
+  int rc = kt_db_load(db, fp, gen, t, &n, err, sizeof err);
+  cr_assert_eq(rc, KT_OK, "kt_db_load: %s", err);
+  kt_db_close(db);
+  return n;
+}
+
+Test(db, ranking_orders_by_time_and_loads_back)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(1024, 2048, 512);
+  const double times[] = { 3.0, 1.25, 5.5, 0.75, 2.0 }; /* not in order */
+  enum { NV = sizeof times / sizeof times[0] };
+  const kt_variant *v[NV];
+  kt_measurement m[NV];
+  for (int i = 0; i < NV; ++i) {
+    v[i] = kt_test_need(kt_test_is_matmul, i, "matmul");
+    m[i] = kt_test_measure(v[i], p, "ok", times[i]);
+  }
+  cr_assert_eq(kt_test_tune(path, &dev, m, NV, p), NV);
+
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].problem.family, KT_FAMILY_MATMUL);
+  cr_assert_eq(t[0].problem.m, 1024);
+  cr_assert_eq(t[0].problem.n, 2048);
+  cr_assert_eq(t[0].problem.k, 512);
+  cr_assert_str_eq(t[0].key, "1024x2048x512");
+  cr_assert_eq(t[0].count, NV);
+  const int order[NV] = { 3, 1, 4, 0, 2 }; /* indices of times, fastest first */
+  for (int i = 0; i < NV; ++i)
+    cr_assert_eq(t[0].ranked[i], v[order[i]], "rank %d: got %s, want %s", i + 1, t[0].ranked[i]->name,
+                 v[order[i]]->name);
+  cr_assert_float_eq(t[0].best_ms, 0.75, 1e-9);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM winners"), NV);
+  free(t);
+}
+
+Test(db, reranking_replaces_the_old_ranking)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(512, 512, 512);
+  const kt_variant *a = kt_test_need(kt_test_is_matmul, 0, "matmul");
+  const kt_variant *b = kt_test_need(kt_test_is_matmul, 1, "matmul");
+  kt_measurement m1[] = { kt_test_measure(a, p, "ok", 1.0), kt_test_measure(b, p, "ok", 2.0) };
+  cr_assert_eq(kt_test_tune(path, &dev, m1, 2, p), 2);
+  /* A newer measurement of b is faster: it takes b's place. */
+  kt_measurement m2[] = { kt_test_measure(b, p, "ok", 0.5) };
+  cr_assert_eq(kt_test_tune(path, &dev, m2, 1, p), 2);
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].count, 2);
+  cr_assert_eq(t[0].ranked[0], b);
+  cr_assert_eq(t[0].ranked[1], a);
+  cr_assert_float_eq(t[0].best_ms, 0.5, 1e-9);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM winners"), 2);
+  free(t);
+}
+
+Test(db, wrong_results_never_rank_even_when_fastest)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(2048, 2048, 2048);
+  const kt_variant *bad = kt_test_need(kt_test_is_matmul, 0, "matmul");
+  const kt_variant *good = kt_test_need(kt_test_is_matmul, 1, "matmul");
+  kt_measurement m[] = {
+    kt_test_measure(bad, p, "ok", 0.1),
+    kt_test_measure(bad, p, "wrong", 0.1),
+    kt_test_measure(bad, p, "ok", 0.1), /* newest, still excluded */
+    kt_test_measure(good, p, "ok", 1.0),
+  };
+  cr_assert_eq(kt_test_tune(path, &dev, m, 4, p), 1);
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].count, 1);
+  cr_assert_eq(t[0].ranked[0], good, "got %s", t[0].ranked[0]->name);
+  free(t);
+}
+
+Test(db, failed_launches_timeouts_and_skips_are_recorded_but_never_rank)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(4096, 4096, 4096);
+  const kt_variant *lf = kt_test_need(kt_test_is_matmul, 0, "matmul");
+  const kt_variant *to = kt_test_need(kt_test_is_matmul, 1, "matmul");
+  const kt_variant *sk = kt_test_need(kt_test_is_matmul, 2, "matmul");
+  const kt_variant *ok = kt_test_need(kt_test_is_matmul, 3, "matmul");
+  /* Times that would win if failed rows counted. */
+  kt_measurement m[] = {
+    kt_test_measure(lf, p, "launch_failed", 0.01),
+    kt_test_measure(to, p, "timed_out", 0.01),
+    kt_test_measure(sk, p, "skipped", 0.01),
+    kt_test_measure(ok, p, "ok", 9.0),
+  };
+  cr_assert_eq(kt_test_tune(path, &dev, m, 4, p), 1);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 4);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE status='launch_failed'"), 1);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE status='timed_out'"), 1);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE status='skipped'"), 1);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM winners"), 1);
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].count, 1);
+  cr_assert_eq(t[0].ranked[0], ok, "got %s", t[0].ranked[0]->name);
+  cr_assert_float_eq(t[0].best_ms, 9.0, 1e-9);
+  free(t);
+}
+
+Test(db, measurement_with_stale_source_hash_never_ranks)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(1024, 1024, 1024);
+  const kt_variant *a = kt_test_need(kt_test_is_matmul, 0, "matmul");
+  const kt_variant *b = kt_test_need(kt_test_is_matmul, 1, "matmul");
+  const kt_variant *c = kt_test_need(kt_test_is_matmul, 2, "matmul");
+  kt_measurement m[] = {
+    kt_test_measure(a, p, "ok", 2.0),
+    kt_test_measure(a, p, "ok", 0.1), /* newest and fastest, but a stale build */
+    kt_test_measure(b, p, "ok", 1.0),
+    kt_test_measure(c, p, "ok", 0.2), /* only ever measured stale */
+  };
+  m[1].source_hash = "0000000000000000";
+  m[3].source_hash = "ffffffffffffffff";
+  cr_assert_str_neq(a->source_hash, m[1].source_hash);
+  cr_assert_str_neq(c->source_hash, m[3].source_hash);
+  cr_assert_eq(kt_test_tune(path, &dev, m, 4, p), 2);
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].count, 2);
+  cr_assert_eq(t[0].ranked[0], b, "got %s", t[0].ranked[0]->name);
+  cr_assert_eq(t[0].ranked[1], a, "got %s", t[0].ranked[1]->name);
+  cr_assert_float_eq(t[0].best_ms, 1.0, 1e-9);
+  free(t);
+}
+
+Test(db, winner_with_stale_source_hash_is_not_loaded)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(1024, 1024, 1024);
+  const kt_variant *a = kt_test_need(kt_test_is_matmul, 0, "matmul");
+  const kt_variant *b = kt_test_need(kt_test_is_matmul, 1, "matmul");
+  kt_measurement m[] = { kt_test_measure(a, p, "ok", 0.5), kt_test_measure(b, p, "ok", 1.0) };
+  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
+  /* As if a was regenerated after the ranking was written. */
+  char sql[256];
+  snprintf(sql, sizeof sql, "UPDATE winners SET source_hash='0123456789abcdef' WHERE variant='%s'", a->name);
+  kt_test_sql(path, sql);
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].count, 1);
+  cr_assert_eq(t[0].ranked[0], b, "got %s", t[0].ranked[0]->name);
+  free(t);
+  /* A problem whose only winner is stale is not loaded at all. */
+  snprintf(sql, sizeof sql, "UPDATE winners SET source_hash='0123456789abcdef' WHERE variant='%s'", b->name);
+  kt_test_sql(path, sql);
+  t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 0);
+  free(t);
+}
+
+Test(db, other_devices_and_generator_versions_are_not_loaded)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev1 = kt_test_device("Test GPU", 90, 1);
+  kt_device_info dev2 = kt_test_device("Other GPU", 90, 1);
+  cr_assert_str_neq(dev1.fingerprint, dev2.fingerprint);
+  const char *old_gen = "0.0-test";
+  cr_assert_str_neq(old_gen, kt_registry_generator_version);
+  kt_problem p = kt_test_matmul_problem(1024, 1024, 1024);
+  const kt_variant *a = kt_test_need(kt_test_is_matmul, 0, "matmul");
+  const kt_variant *b = kt_test_need(kt_test_is_matmul, 1, "matmul");
+  const kt_variant *c = kt_test_need(kt_test_is_matmul, 2, "matmul");
+  kt_measurement ma = kt_test_measure(a, p, "ok", 2.0);
+  kt_measurement mb = kt_test_measure(b, p, "ok", 1.0);
+  kt_measurement mc = kt_test_measure(c, p, "ok", 0.5);
+
+  kt_db *db = open_ok(path, KT_DB_WRITE);
+  cr_assert_eq(kt_db_record(db, &dev1, kt_registry_generator_version, &ma, 1, err, sizeof err), KT_OK, "%s", err);
+  cr_assert_eq(kt_db_record(db, &dev2, kt_registry_generator_version, &mb, 1, err, sizeof err), KT_OK, "%s", err);
+  cr_assert_eq(kt_db_record(db, &dev1, old_gen, &mc, 1, err, sizeof err), KT_OK, "%s", err);
+  cr_assert_eq(kt_db_rank(db, dev1.fingerprint, kt_registry_generator_version, &p, err, sizeof err), 1, "%s", err);
+  cr_assert_eq(kt_db_rank(db, dev2.fingerprint, kt_registry_generator_version, &p, err, sizeof err), 1, "%s", err);
+  cr_assert_eq(kt_db_rank(db, dev1.fingerprint, old_gen, &p, err, sizeof err), 1, "%s", err);
+  kt_db_close(db);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM winners"), 3);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM devices"), 2);
+
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev1.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].count, 1);
+  cr_assert_eq(t[0].ranked[0], a, "got %s", t[0].ranked[0]->name);
+  cr_assert_float_eq(t[0].best_ms, 2.0, 1e-9);
+  free(t);
+  t = NULL;
+  cr_assert_eq(load(path, dev2.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].ranked[0], b, "got %s", t[0].ranked[0]->name);
+  free(t);
+  kt_device_info dev3 = kt_test_device("Unseen GPU", 90, 1);
+  t = NULL;
+  cr_assert_eq(load(path, dev3.fingerprint, kt_registry_generator_version, &t), 0);
+  free(t);
+}
+
+Test(db, hist_ranks_by_geometric_mean_over_distributions)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem pu = kt_test_hist_problem(4096, 1 << 24, "uniform");
+  kt_problem ps = kt_test_hist_problem(4096, 1 << 24, "skewed");
+  const kt_variant *x = kt_test_need(kt_test_is_hist, 0, "hist");
+  const kt_variant *y = kt_test_need(kt_test_is_hist, 1, "hist");
+  const kt_variant *z = kt_test_need(kt_test_is_hist, 2, "hist");
+  const kt_variant *w = kt_test_need(kt_test_is_hist, 3, "hist");
+  /* geometric means: x 3, y 4, z sqrt(50) ~ 7.07.  The arithmetic mean
+   * would put y first (4 < 5); the best single time would put z first. */
+  kt_measurement m[] = {
+    kt_test_measure(x, pu, "ok", 1.0), kt_test_measure(x, ps, "ok", 9.0),
+    kt_test_measure(y, pu, "ok", 4.0), kt_test_measure(y, ps, "ok", 4.0),
+    kt_test_measure(z, pu, "ok", 0.5), kt_test_measure(z, ps, "ok", 100.0),
+    kt_test_measure(w, pu, "ok", 0.1), /* fastest, but never measured skewed */
+    kt_test_measure(w, ps, "timed_out", 0),
+  };
+  kt_problem p = kt_test_hist_problem(4096, 1 << 24, "");
+  cr_assert_eq(kt_test_tune(path, &dev, m, (int)(sizeof m / sizeof m[0]), p), 3);
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].problem.family, KT_FAMILY_HIST);
+  cr_assert_eq(t[0].problem.nbins, 4096);
+  cr_assert_eq(t[0].problem.nsamples, 1 << 24);
+  cr_assert_eq(t[0].count, 3);
+  cr_assert_eq(t[0].ranked[0], x, "rank 1: got %s", t[0].ranked[0]->name);
+  cr_assert_eq(t[0].ranked[1], y, "rank 2: got %s", t[0].ranked[1]->name);
+  cr_assert_eq(t[0].ranked[2], z, "rank 3: got %s", t[0].ranked[2]->name);
+  cr_assert_float_eq(t[0].best_ms, 3.0, 1e-9);
+  free(t);
+}
+
+/* ---- concurrency --------------------------------------------------------- */
+
+/* Children block on the pipe until the parent closes it, then all start at once. */
+static void wait_for_start(int fd)
+{
+  char c;
+  while (read(fd, &c, 1) < 0 && errno == EINTR)
+    ;
+  close(fd);
+}
+
+/* Fork n children that run fn(i, arg) after a common start; each child's
+ * exit status is fn's return.  Asserts that every child exited 0. */
+static void run_children(int n, int (*fn)(int i, const void *arg), const void *arg)
+{
+  int gate[2];
+  cr_assert_eq(pipe(gate), 0);
+  pid_t pid[8];
+  cr_assert_leq(n, 8);
+  for (int i = 0; i < n; ++i) {
+    pid[i] = fork();
+    cr_assert_geq(pid[i], 0, "fork failed");
+    if (pid[i] == 0) {
+      close(gate[1]);
+      wait_for_start(gate[0]);
+      _exit(fn(i, arg));
+    }
+  }
+  close(gate[0]);
+  close(gate[1]);
+  /* Reap every child before judging any, so none outlives the test's directory. */
+  int status[8];
+  for (int i = 0; i < n; ++i)
+    if (waitpid(pid[i], &status[i], 0) != pid[i])
+      status[i] = -1;
+  for (int i = 0; i < n; ++i) {
+    cr_assert(status[i] != -1 && WIFEXITED(status[i]), "child %d did not exit normally", i);
+    cr_assert_eq(WEXITSTATUS(status[i]), 0, "child %d failed with status %d", i, WEXITSTATUS(status[i]));
+  }
+}
+
+enum { TRANSACTIONS = 100 };
+
+static int record_many(int i, const void *arg)
+{
+  const char *path = arg;
+  kt_db *db = NULL;
+  char e[512];
+  if (kt_db_open(&db, path, KT_DB_WRITE, e, sizeof e) != KT_OK)
+    return 10;
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  /* Each child measures its own problem, so its rows can be counted. */
+  kt_problem p = kt_test_matmul_problem(1000 + i, 1000, 1000);
+  int rc = 0;
+  for (int t = 0; t < TRANSACTIONS && rc == 0; ++t) {
+    kt_measurement m[2] = { kt_test_measure(&kt_registry[0], p, "ok", 1.0 + t),
+                            kt_test_measure(&kt_registry[1], p, "ok", 2.0 + t) };
+    if (kt_db_record(db, &dev, kt_registry_generator_version, m, 2, e, sizeof e) != KT_OK)
+      rc = 11;
+  }
+  kt_db_close(db);
+  return rc;
+}
+
+Test(db, concurrent_writers_lose_no_rows, .timeout = 120)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "shared.db");
+  kt_db_close(open_ok(path, KT_DB_WRITE));
+  cr_assert_geq(kt_registry_count, 2);
+  run_children(2, record_many, path);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 4 * TRANSACTIONS);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE m=1000"), 2 * TRANSACTIONS);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE m=1001"), 2 * TRANSACTIONS);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM devices"), 1);
+}
+
+static int create_schema(int i, const void *arg)
+{
+  (void)i;
+  kt_db *db = NULL;
+  char e[512];
+  int rc = kt_db_open(&db, arg, KT_DB_WRITE, e, sizeof e);
+  kt_db_close(db);
+  return rc == KT_OK ? 0 : 20 + rc;
+}
+
+Test(db, concurrent_schema_creation_both_succeed, .timeout = 120)
+{
+  /* The race is short: try it on many fresh files. */
+  for (int round = 0; round < 100; ++round) {
+    char name[64], path[PATH_MAX];
+    snprintf(name, sizeof name, "race-%d.db", round);
+    kt_test_path(path, sizeof path, name);
+    run_children(2, create_schema, path);
+    cr_assert_eq(kt_test_sql_int(path, "PRAGMA application_id"), KT_DB_APPLICATION_ID);
+    cr_assert_eq(kt_test_sql_int(path, "PRAGMA user_version"), KT_DB_SCHEMA_VERSION);
+    kt_db_close(open_ok(path, KT_DB_READ));
+  }
+}
+
+/* ---- misuse ------------------------------------------------------------- */
+
+Test(db, read_only_database_refuses_writes)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_db_close(open_ok(path, KT_DB_WRITE));
+  kt_db *db = open_ok(path, KT_DB_READ);
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(64, 64, 64);
+  kt_measurement m = kt_test_measure(&kt_registry[0], p, "ok", 1.0);
+  cr_assert_eq(kt_db_record(db, &dev, kt_registry_generator_version, &m, 1, err, sizeof err), KT_ERR_DB_WRITE);
+  cr_assert_eq(kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &p, err, sizeof err),
+               -KT_ERR_DB_WRITE);
+  kt_db_close(db);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 0);
+}

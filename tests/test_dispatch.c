@@ -1,0 +1,553 @@
+/* tests/test_dispatch.c: which variant serves a call (runtime/dispatch.c and
+ * the choosing half of runtime/context.c), on described devices: no GPU.
+ *
+ *   make build/tests/test_dispatch && build/tests/test_dispatch --jobs=1
+ */
+#include "kt_test.h"
+
+static void setup(void)
+{
+  kt_test_mkdir();
+}
+
+static void teardown(void)
+{
+  kt_test_rmdir();
+}
+
+TestSuite(dispatch, .init = setup, .fini = teardown);
+
+/* Fake device addresses: never dereferenced, only their alignment matters. */
+#define A16 ((const float *)0x10000)
+#define B16 ((const float *)0x20000)
+#define C16 ((const float *)0x30000)
+#define A_MISALIGNED ((const float *)0x10004)
+#define BINS ((const uint32_t *)0x40000)
+#define SAMPLES ((const int32_t *)0x50000)
+
+/* ---- nearest tuned problem ---------------------------------------------- */
+
+/* A tuned problem as kt_db_load makes it (prepared for the search). */
+static kt_tuned tuned_matmul(long long m, long long n, long long k)
+{
+  kt_tuned t;
+  memset(&t, 0, sizeof t);
+  t.problem = kt_test_matmul_problem(m, n, k);
+  kt_problem_key(&t.problem, 0, t.key, sizeof t.key);
+  kt_dispatch_prepare(&t);
+  return t;
+}
+
+static kt_tuned tuned_hist(long long nbins, long long nsamples)
+{
+  kt_tuned t;
+  memset(&t, 0, sizeof t);
+  t.problem = kt_test_hist_problem(nbins, nsamples, "");
+  kt_problem_key(&t.problem, 0, t.key, sizeof t.key);
+  kt_dispatch_prepare(&t);
+  return t;
+}
+
+/* An entry of the other family that would be an exact match if the search
+ * looked at every entry's shape regardless of family. */
+static kt_tuned other_family(kt_tuned t)
+{
+  t.problem.family = t.problem.family == KT_FAMILY_MATMUL ? KT_FAMILY_HIST : KT_FAMILY_MATMUL;
+  return t;
+}
+
+Test(dispatch, nearest_matmul_is_least_sum_of_squared_log_ratios)
+{
+  kt_tuned t[4] = { other_family(tuned_matmul(1000, 1000, 1000)), tuned_matmul(1024, 1024, 1024),
+                    tuned_matmul(4096, 4096, 4096), tuned_matmul(128, 8192, 8192) };
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 1000, 1000, 1000), &t[1]);
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 4000, 4000, 4000), &t[2]);
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 100, 8000, 9000), &t[3]);
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 1024, 1024, 1024), &t[1]);
+  /* Ratios, not differences: 2500 is nearer 1024 than 4096 by difference. */
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 2500, 2500, 2500), &t[2]);
+}
+
+Test(dispatch, nearest_matmul_squares_each_log_ratio)
+{
+  /* The call is ln 2 away from t[0] in each of M, N, K (sum of squares
+   * 3 ln^2 2) and 2 ln 2 away from t[1] in M only (4 ln^2 2): t[0] is
+   * nearer by squares, t[1] by plain sums of |log ratios|. */
+  kt_tuned t[2] = { tuned_matmul(1024, 1024, 1024), tuned_matmul(8192, 2048, 2048) };
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 2, 2048, 2048, 2048), &t[0]);
+}
+
+Test(dispatch, nearest_matmul_keeps_m_n_and_k_apart)
+{
+  kt_tuned t[3] = { tuned_matmul(4096, 256, 4096), tuned_matmul(4096, 4096, 256), tuned_matmul(256, 4096, 4096) };
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 4000, 250, 4000), &t[0]);
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 4000, 4000, 250), &t[1]);
+  cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 250, 4000, 4000), &t[2]);
+}
+
+Test(dispatch, nearest_matmul_is_null_without_matmul_entries)
+{
+  kt_tuned t[2] = { tuned_hist(256, 1 << 20), other_family(tuned_matmul(1024, 1024, 1024)) };
+  cr_assert_null(kt_dispatch_nearest_matmul(t, 2, 1024, 1024, 1024));
+  cr_assert_null(kt_dispatch_nearest_matmul(NULL, 0, 1024, 1024, 1024));
+}
+
+Test(dispatch, nearest_hist_is_least_log_ratio_of_nbins)
+{
+  kt_tuned t[4] = { other_family(tuned_hist(3000, 1 << 20)), tuned_hist(256, 1 << 20), tuned_hist(65536, 1 << 20),
+                    tuned_hist(1 << 20, 1 << 20) };
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 256, 1 << 20), &t[1]);
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 1000, 1 << 20), &t[1]);
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 3000, 1 << 20), &t[1]);
+  /* Ratios: 8000 is 7744 from 256 and 57536 from 65536, but 31x and 8x. */
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 8000, 1 << 20), &t[2]);
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 500000, 1 << 20), &t[3]);
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 1LL << 30, 1), &t[3]);
+}
+
+Test(dispatch, nearest_hist_prefers_bins_over_samples)
+{
+  /* t[0] has the call's n exactly; t[1] has its nbins: nbins decides. */
+  kt_tuned t[2] = { tuned_hist(1024, 1000), tuned_hist(1000, 1000000000) };
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 2, 1000, 1000), &t[1]);
+}
+
+Test(dispatch, nearest_hist_breaks_ties_by_samples)
+{
+  kt_tuned t[3] = { tuned_hist(4096, 1 << 20), tuned_hist(4096, 1 << 28), tuned_hist(4096, 1 << 24) };
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4096, 1 << 27), &t[1]);
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4096, 1 << 19), &t[0]);
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4000, 1 << 24), &t[2]);
+  cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4096, 0), &t[0]); /* n = 0 counts as 1 */
+}
+
+Test(dispatch, nearest_hist_is_null_without_hist_entries)
+{
+  kt_tuned t[2] = { tuned_matmul(1024, 1024, 1024), other_family(tuned_hist(256, 1 << 20)) };
+  cr_assert_null(kt_dispatch_nearest_hist(t, 2, 256, 1 << 20));
+  cr_assert_null(kt_dispatch_nearest_hist(NULL, 0, 256, 1 << 20));
+}
+
+/* ---- contexts on described devices -------------------------------------- */
+
+/* Messages the log callback received. */
+typedef struct log_capture {
+  int count[4];
+  char last[4][768];
+} log_capture;
+
+static void capture(int level, const char *message, void *user)
+{
+  log_capture *c = user;
+  cr_assert(level >= KT_LOG_ERROR && level <= KT_LOG_DEBUG, "bad log level %d", level);
+  c->count[level]++;
+  snprintf(c->last[level], sizeof c->last[level], "%s", message);
+}
+
+static kt_context *open_described(const kt_device_info *dev, const char *db_path, log_capture *log)
+{
+  kt_options o = kt_default_options();
+  o.db_path = db_path;
+  if (log) {
+    memset(log, 0, sizeof *log);
+    o.log = capture;
+    o.log_user = log;
+  }
+  kt_context *ctx = NULL;
+  int rc = kt_open_described(&ctx, dev, &o);
+  cr_assert_eq(rc, KT_OK, "kt_open_described: %s", kt_strerror(rc));
+  cr_assert_not_null(ctx);
+  return ctx;
+}
+
+static kt_choice matmul_choice(kt_context *ctx, long long M, long long N, long long K, const float *A,
+                               long long lda, long long ldb, long long ldc)
+{
+  kt_choice c;
+  memset(&c, 0, sizeof c);
+  int rc = kt_matmul_choice(ctx, M, N, K, A, lda, B16, ldb, C16, ldc, &c);
+  cr_assert_eq(rc, KT_OK, "kt_matmul_choice: %s", kt_strerror(rc));
+  cr_assert(c.reason[0] != '\0', "a choice must give a reason");
+  return c;
+}
+
+static kt_choice hist_choice(kt_context *ctx, long long nbins, unsigned long long n)
+{
+  kt_choice c;
+  memset(&c, 0, sizeof c);
+  int rc = kt_histogram_choice(ctx, SAMPLES, n, BINS, nbins, &c);
+  cr_assert_eq(rc, KT_OK, "kt_histogram_choice(nbins %lld): %s", nbins, kt_strerror(rc));
+  cr_assert(c.reason[0] != '\0', "a choice must give a reason");
+  return c;
+}
+
+/* The variant a choice names, which must exist in the registry. */
+static const kt_variant *chosen(const kt_choice *c)
+{
+  const kt_variant *v = kt_registry_find(c->variant);
+  cr_assert_not_null(v, "the choice names '%s', which is not in the registry", c->variant);
+  return v;
+}
+
+/* What an untuned call gets: the lowest default_rank among the defaults
+ * that serve it, found here independently of context.c. */
+static const kt_variant *expected_default_matmul(const kt_device_info *d, const void *A, long long lda, long long ldb,
+                                                 long long ldc)
+{
+  const kt_variant *best = NULL;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->default_rank > 0 && kt_variant_serves_matmul(v, d, A, lda, B16, ldb, C16, ldc) &&
+        (!best || v->default_rank < best->default_rank))
+      best = v;
+  }
+  cr_assert_not_null(best, "no default matmul variant serves the call");
+  return best;
+}
+
+static const kt_variant *expected_default_hist(const kt_device_info *d, long long nbins)
+{
+  const kt_variant *best = NULL;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->default_rank > 0 && kt_variant_serves_hist(v, d, nbins) && (!best || v->default_rank < best->default_rank))
+      best = v;
+  }
+  cr_assert_not_null(best, "no default hist variant serves %lld bins", nbins);
+  return best;
+}
+
+/* A database tuned for dev at 1024^3: two align-4 variants fastest, then
+ * two align-1 variants.  out[] gets them in rank order. */
+static void tune_matmul_1024(const char *path, const kt_device_info *dev, const kt_variant *out[4])
+{
+  out[0] = kt_test_need(kt_test_is_matmul_align4, 0, "matmul align 4");
+  out[1] = kt_test_need(kt_test_is_matmul_align4, 1, "matmul align 4");
+  out[2] = kt_test_need(kt_test_is_matmul_align1, 0, "matmul align 1");
+  out[3] = kt_test_need(kt_test_is_matmul_align1, 1, "matmul align 1");
+  kt_problem p = kt_test_matmul_problem(1024, 1024, 1024);
+  kt_measurement m[4] = { kt_test_measure(out[3], p, "ok", 4.0), kt_test_measure(out[1], p, "ok", 2.0),
+                          kt_test_measure(out[0], p, "ok", 1.0), kt_test_measure(out[2], p, "ok", 3.0) };
+  cr_assert_eq(kt_test_tune(path, dev, m, 4, p), 4);
+}
+
+Test(dispatch, aligned_call_gets_the_tuned_winner)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  const kt_variant *v[4];
+  tune_matmul_1024(path, &dev, v);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  cr_assert_eq(kt_tuned_count(ctx), 1);
+  kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
+  cr_assert_str_eq(c.variant, v[0]->name);
+  cr_assert_eq(c.tuned, 1);
+  cr_assert_str_eq(c.matched, "1024x1024x1024");
+  /* A nearby shape uses the same tuned problem. */
+  c = matmul_choice(ctx, 1000, 1000, 1000, A16, 1000, 1000, 1000);
+  cr_assert_str_eq(c.variant, v[0]->name);
+  cr_assert_eq(c.tuned, 1);
+  cr_assert_str_eq(c.matched, "1024x1024x1024");
+  kt_close(ctx);
+}
+
+Test(dispatch, misaligned_call_gets_the_fastest_align1_winner)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  const kt_variant *v[4];
+  tune_matmul_1024(path, &dev, v);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  struct {
+    const char *what;
+    const float *A;
+    long long lda, ldb, ldc;
+  } calls[] = {
+    { "A off a 16-byte boundary", A_MISALIGNED, 1024, 1024, 1024 },
+    { "lda not a multiple of 4", A16, 1025, 1024, 1024 },
+    { "ldb not a multiple of 4", A16, 1024, 1026, 1024 },
+    { "ldc not a multiple of 4", A16, 1024, 1024, 1027 },
+  };
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
+    kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, calls[i].A, calls[i].lda, calls[i].ldb, calls[i].ldc);
+    cr_assert_str_eq(c.variant, v[2]->name, "%s: got %s, want rank 3 %s", calls[i].what, c.variant, v[2]->name);
+    cr_assert_eq(c.tuned, 1, "%s", calls[i].what);
+    cr_assert_str_eq(c.matched, "1024x1024x1024", "%s", calls[i].what);
+    cr_assert_eq(chosen(&c)->align, 1, "%s", calls[i].what);
+  }
+  kt_close(ctx);
+}
+
+Test(dispatch, untuned_call_gets_the_default)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "empty.db");
+  kt_db *db = NULL;
+  char err[256];
+  cr_assert_eq(kt_db_open(&db, path, KT_DB_WRITE, err, sizeof err), KT_OK, "%s", err);
+  kt_db_close(db);
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  log_capture log;
+  kt_context *ctx = open_described(&dev, path, &log);
+  cr_assert_eq(kt_tuned_count(ctx), 0);
+  cr_assert_eq(log.count[KT_LOG_WARN] + log.count[KT_LOG_ERROR], 0, "an empty database is not a problem: %s",
+               log.last[KT_LOG_WARN]);
+
+  const kt_variant *want = expected_default_matmul(&dev, A16, 1024, 1024, 1024);
+  kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
+  cr_assert_str_eq(c.variant, want->name);
+  cr_assert_eq(c.tuned, 0);
+  cr_assert_str_eq(c.matched, "");
+
+  const kt_variant *want1 = expected_default_matmul(&dev, A_MISALIGNED, 1024, 1024, 1024);
+  cr_assert_eq(want1->align, 1);
+  c = matmul_choice(ctx, 1024, 1024, 1024, A_MISALIGNED, 1024, 1024, 1024);
+  cr_assert_str_eq(c.variant, want1->name);
+  cr_assert_eq(c.tuned, 0);
+
+  const kt_variant *wanth = expected_default_hist(&dev, 256);
+  c = hist_choice(ctx, 256, 1 << 20);
+  cr_assert_str_eq(c.variant, wanth->name);
+  cr_assert_eq(c.tuned, 0);
+  cr_assert_str_eq(c.matched, "");
+  kt_close(ctx);
+}
+
+Test(dispatch, other_devices_entries_are_not_used)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info tuned_dev = kt_test_device("Test GPU", 90, 1);
+  const kt_variant *v[4];
+  tune_matmul_1024(path, &tuned_dev, v);
+  kt_problem p2 = kt_test_matmul_problem(4096, 4096, 4096);
+  kt_measurement m2 = kt_test_measure(v[3], p2, "ok", 5.0);
+  cr_assert_eq(kt_test_tune(path, &tuned_dev, &m2, 1, p2), 1);
+
+  /* Same chip name and cc, different SM count: a different fingerprint. */
+  kt_device_info other = kt_test_device("Test GPU", 90, 1);
+  other.sm_count = 114;
+  kt_device_fingerprint(&other);
+  cr_assert_str_neq(other.fingerprint, tuned_dev.fingerprint);
+  kt_context *ctx = open_described(&other, path, NULL);
+  cr_assert_eq(kt_tuned_count(ctx), 0);
+  kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
+  cr_assert_eq(c.tuned, 0);
+  cr_assert_str_eq(c.variant, expected_default_matmul(&other, A16, 1024, 1024, 1024)->name);
+  kt_close(ctx);
+
+  ctx = open_described(&tuned_dev, path, NULL);
+  cr_assert_eq(kt_tuned_count(ctx), 2);
+  c = matmul_choice(ctx, 4000, 4000, 4000, A16, 4000, 4000, 4000);
+  cr_assert_eq(c.tuned, 1);
+  cr_assert_str_eq(c.matched, "4096x4096x4096");
+  cr_assert_str_eq(c.variant, v[3]->name);
+  kt_close(ctx);
+}
+
+/* A database tuned for dev at nbins: variants in rank order (equal times
+ * on both distributions). */
+static void tune_hist(const char *path, const kt_device_info *dev, long long nbins, const kt_variant *const *v, int n)
+{
+  kt_measurement m[16];
+  cr_assert_leq(n, 8);
+  for (int i = 0; i < n; ++i) {
+    m[2 * i] = kt_test_measure(v[i], kt_test_hist_problem(nbins, 1 << 24, "uniform"), "ok", 1.0 + i);
+    m[2 * i + 1] = kt_test_measure(v[i], kt_test_hist_problem(nbins, 1 << 24, "skewed"), "ok", 1.0 + i);
+  }
+  cr_assert_eq(kt_test_tune(path, dev, m, 2 * n, kt_test_hist_problem(nbins, 1 << 24, "")), n);
+}
+
+static void assert_hist_winner_serves(const kt_device_info *dev, const kt_choice *c, long long nbins)
+{
+  const kt_variant *v = chosen(c);
+  cr_assert(v->max_nbins == 0 || v->max_nbins >= nbins, "%s (max_nbins %lld) chosen for %lld bins", v->name,
+            v->max_nbins, nbins);
+  cr_assert(kt_variant_serves_hist(v, dev, nbins), "%s chosen but cannot serve %lld bins", v->name, nbins);
+}
+
+Test(dispatch, hist_winner_too_small_for_the_bins_is_passed_over)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  const kt_variant *v[2] = { kt_test_need(kt_test_is_hist_smem, 0, "hist smem"),
+                             kt_test_need(kt_test_is_hist_global, 0, "hist global (max_nbins 0)") };
+  tune_hist(path, &dev, 4096, v, 2);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_choice c = hist_choice(ctx, 4096, 1 << 24);
+  cr_assert_str_eq(c.variant, v[0]->name);
+  cr_assert_eq(c.tuned, 1);
+  cr_assert_str_eq(c.matched, "nbins=4096 n=16777216");
+  long long big = v[0]->max_nbins + 1;
+  c = hist_choice(ctx, big, 1 << 24);
+  cr_assert_str_eq(c.variant, v[1]->name, "got %s for %lld bins", c.variant, big);
+  cr_assert_eq(c.tuned, 1);
+  assert_hist_winner_serves(&dev, &c, big);
+  kt_close(ctx);
+
+  /* max_nbins holds even on a device that reports room for more bins. */
+  kt_device_info roomy = dev;
+  roomy.smem_optin = dev.smem_optin * 4;
+  roomy.smem_per_sm = dev.smem_per_sm * 4;
+  kt_device_fingerprint(&roomy);
+  cr_assert_str_eq(roomy.fingerprint, dev.fingerprint);
+  cr_assert(!kt_variant_serves_hist(v[0], &roomy, big));
+  ctx = open_described(&roomy, path, NULL);
+  c = hist_choice(ctx, big, 1 << 24);
+  cr_assert_str_eq(c.variant, v[1]->name, "got %s for %lld bins", c.variant, big);
+  kt_close(ctx);
+}
+
+static const long long nbins_sweep[] = { 1, 256, 4096, 50000, 58112, 58113, 100000, 200000, 400000, 1000000 };
+enum { NSWEEP = sizeof nbins_sweep / sizeof nbins_sweep[0] };
+
+Test(dispatch, no_cluster_variant_without_cluster_launch)
+{
+  kt_device_info with = kt_test_device("Test GPU", 90, 1);
+  kt_device_info without = kt_test_device("Test GPU", 90, 0);
+  int clustered = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->cluster <= 1)
+      continue;
+    ++clustered;
+    for (int j = 0; j < NSWEEP; ++j)
+      cr_assert(!kt_variant_serves_hist(v, &without, nbins_sweep[j]), "%s serves %lld bins without clusters",
+                v->name, nbins_sweep[j]);
+    cr_assert(!kt_variant_runs_on(v, &without), "%s runs without clusters", v->name);
+  }
+  cr_assert_gt(clustered, 0, "the registry has no cluster variant: the test checks nothing");
+
+  /* A cluster variant is the tuned winner; a device without clusters must
+   * still never get one, tuned or default. */
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  const kt_variant *v[2] = { kt_test_need(kt_test_is_hist_cluster, 0, "hist with cluster > 1 and min_cc 90"),
+                             kt_test_need(kt_test_is_hist_smem, 0, "hist smem") };
+  tune_hist(path, &with, 4096, v, 2);
+  kt_context *ctx = open_described(&with, path, NULL);
+  cr_assert_str_eq(hist_choice(ctx, 4096, 1 << 24).variant, v[0]->name, "the fixture's winner is not used at all");
+  kt_close(ctx);
+
+  ctx = open_described(&without, path, NULL);
+  cr_assert_eq(kt_tuned_count(ctx), 1);
+  kt_choice c = hist_choice(ctx, 4096, 1 << 24);
+  cr_assert_str_eq(c.variant, v[1]->name);
+  for (int j = 0; j < NSWEEP; ++j) {
+    c = hist_choice(ctx, nbins_sweep[j], 1 << 24);
+    cr_assert_eq(chosen(&c)->cluster, 1, "%s chosen for %lld bins without clusters", c.variant, nbins_sweep[j]);
+    assert_hist_winner_serves(&without, &c, nbins_sweep[j]);
+  }
+  kt_close(ctx);
+}
+
+Test(dispatch, no_sm90_variant_on_sm80)
+{
+  /* Cluster launch left on, so that only the compute capability can keep
+   * the sm_90 variants out. */
+  kt_device_info sm80 = kt_test_device("Test GPU sm80", 80, 1);
+  kt_device_info sm90 = kt_test_device("Test GPU sm80", 90, 1);
+  int newer = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->min_cc <= 80)
+      continue;
+    ++newer;
+    int serves90 = 0;
+    for (int j = 0; j < NSWEEP; ++j) {
+      cr_assert(!kt_variant_serves_hist(v, &sm80, nbins_sweep[j]), "%s serves %lld bins on sm_80", v->name,
+                nbins_sweep[j]);
+      serves90 |= kt_variant_serves_hist(v, &sm90, nbins_sweep[j]);
+    }
+    if (v->family == KT_FAMILY_MATMUL) {
+      cr_assert(!kt_variant_serves_matmul(v, &sm80, A16, 1024, B16, 1024, C16, 1024), "%s serves sm_80", v->name);
+      serves90 = kt_variant_serves_matmul(v, &sm90, A16, 1024, B16, 1024, C16, 1024);
+    }
+    cr_assert(serves90, "%s serves no call on sm_90 either: the check proves nothing", v->name);
+    cr_assert(!kt_variant_runs_on(v, &sm80), "%s runs on sm_80", v->name);
+  }
+  cr_assert_gt(newer, 0, "the registry has no sm_90-only variant: the test checks nothing");
+
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  const kt_variant *v[3] = { kt_test_need(kt_test_is_hist_sm90_no_cluster, 0, "hist with min_cc 90, no cluster"),
+                             kt_test_need(kt_test_is_hist_cluster, 0, "hist with cluster > 1 and min_cc 90"),
+                             kt_test_need(kt_test_is_hist_smem, 0, "hist smem") };
+  tune_hist(path, &sm80, 4096, v, 3);
+  kt_context *ctx = open_described(&sm80, path, NULL);
+  cr_assert_eq(kt_tuned_count(ctx), 1);
+  kt_choice c = hist_choice(ctx, 4096, 1 << 24);
+  cr_assert_str_eq(c.variant, v[2]->name);
+  cr_assert_eq(c.tuned, 1);
+  for (int j = 0; j < NSWEEP; ++j) {
+    c = hist_choice(ctx, nbins_sweep[j], 1 << 24);
+    cr_assert_leq(chosen(&c)->min_cc, 80, "%s chosen for %lld bins on sm_80", c.variant, nbins_sweep[j]);
+    assert_hist_winner_serves(&sm80, &c, nbins_sweep[j]);
+  }
+  c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
+  cr_assert_leq(chosen(&c)->min_cc, 80);
+  kt_close(ctx);
+}
+
+/* kt_open_described must succeed on a bad database, warn through the log
+ * callback and dispatch to the defaults. */
+static void assert_warns_and_defaults(const char *path, const char *what)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  log_capture log;
+  kt_context *ctx = open_described(&dev, path, &log);
+  cr_assert_eq(log.count[KT_LOG_WARN], 1, "%s: expected one warning, got %d", what, log.count[KT_LOG_WARN]);
+  cr_assert_not_null(strstr(log.last[KT_LOG_WARN], path), "%s: the warning does not name the file: %s", what,
+                     log.last[KT_LOG_WARN]);
+  cr_assert_eq(kt_tuned_count(ctx), 0, "%s", what);
+  kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
+  cr_assert_eq(c.tuned, 0, "%s", what);
+  cr_assert_str_eq(c.variant, expected_default_matmul(&dev, A16, 1024, 1024, 1024)->name, "%s", what);
+  kt_close(ctx);
+}
+
+Test(dispatch, foreign_database_warns_and_uses_defaults)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "other-app.db");
+  kt_test_sql(path, "CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('x');");
+  assert_warns_and_defaults(path, "foreign SQLite database");
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM notes"), 1);
+}
+
+Test(dispatch, non_sqlite_database_warns_and_uses_defaults)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "garbage.db");
+  kt_test_write_file(path, "garbage, not SQLite\n");
+  assert_warns_and_defaults(path, "text file");
+}
+
+Test(dispatch, unreadable_database_warns_and_uses_defaults)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "a-directory.db");
+  cr_assert_eq(mkdir(path, 0700), 0);
+  assert_warns_and_defaults(path, "a directory");
+}
+
+Test(dispatch, missing_database_warns_and_uses_defaults)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "missing.db");
+  assert_warns_and_defaults(path, "missing file");
+  cr_assert(!kt_test_exists(path), "opening a context created the database");
+}
+
+Test(dispatch, newer_database_warns_and_uses_defaults)
+{
+  char path[PATH_MAX], sql[128];
+  kt_test_path(path, sizeof path, "newer.db");
+  snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d; CREATE TABLE t (x);",
+           KT_DB_APPLICATION_ID, KT_DB_SCHEMA_VERSION + 1);
+  kt_test_sql(path, sql);
+  assert_warns_and_defaults(path, "newer schema");
+}
