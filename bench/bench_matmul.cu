@@ -163,6 +163,7 @@ static void measure_dispatch(kt_context *ctx, const bench_device &d, const bench
   a.M = M, a.N = N, a.K = K, a.alpha = 1.0f, a.beta = 0.0f;
   a.A = A, a.B = B, a.C = C, a.lda = K, a.ldb = N, a.ldc = N;
   a.sm_count = d.info.sm_count;
+  a.pool = kt_device_pool(d.info.ordinal);
 
   for (int i = 0; i < 2 * kBatch; ++i) { /* warm-up: module load, first-call costs */
     BENCH_KT(kt_matmul(ctx, M, N, K, 1.0f, A, K, B, N, 0.0f, C, N, 0));

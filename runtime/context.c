@@ -30,6 +30,7 @@ struct kt_context {
   int log_level;
   char device_line[320];
   uintptr_t checked[64]; /* pointers already found to be device memory */
+  void *pool;            /* scratch pool of the device (kt_device_pool) */
 };
 
 /* Open contexts.  A call on a pointer not in this set (NULL, closed, or
@@ -180,7 +181,10 @@ int kt_open(kt_context **out, const kt_options *opts)
     }
     return KT_ERR_UNSUPPORTED_DEVICE;
   }
-  return finish_open(out, &dev, 0, opts);
+  rc = finish_open(out, &dev, 0, opts);
+  if (rc == KT_OK)
+    (*out)->pool = kt_device_pool(dev.ordinal);
+  return rc;
 }
 
 int kt_open_described(kt_context **out, const kt_device_info *dev, const kt_options *opts)
@@ -439,7 +443,7 @@ int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const
   const kt_variant *v = choose_matmul(c, M, N, K, A, lda, B, ldb, C, ldc, NULL);
   if (!v)
     return KT_ERR_NO_VARIANT;
-  kt_matmul_args a = { (int)M, (int)N, (int)K, alpha, beta, A, B, C, lda, ldb, ldc, c->dev.sm_count };
+  kt_matmul_args a = { (int)M, (int)N, (int)K, alpha, beta, A, B, C, lda, ldb, ldc, c->dev.sm_count, c->pool };
   return launch(c, v, &a, stream);
 }
 

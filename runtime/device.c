@@ -1,4 +1,6 @@
 /* runtime/device.c: the GPU's properties and its fingerprint. */
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -57,4 +59,38 @@ int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
   cudaGetLastError();
   kt_device_fingerprint(out);
   return KT_OK;
+}
+
+/* Kernels that need scratch (split-K's partial tiles) allocate and free it
+ * on their stream.  The device's default pool hands freed memory back to
+ * the driver at every synchronisation, so each call would map it afresh;
+ * this pool keeps it (release threshold: unlimited).  One per device, for
+ * the whole process, shared by every context. */
+#define KT_MAX_DEVICES 64
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudaMemPool_t pools[KT_MAX_DEVICES];
+
+void *kt_device_pool(int ordinal)
+{
+  if (ordinal < 0 || ordinal >= KT_MAX_DEVICES)
+    return NULL;
+  pthread_mutex_lock(&pool_lock);
+  if (!pools[ordinal]) {
+    struct cudaMemPoolProps props;
+    memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = ordinal;
+    cudaMemPool_t p;
+    if (cudaMemPoolCreate(&p, &props) == cudaSuccess) {
+      uint64_t keep = UINT64_MAX;
+      cudaMemPoolSetAttribute(p, cudaMemPoolAttrReleaseThreshold, &keep);
+      pools[ordinal] = p;
+    } else {
+      cudaGetLastError();
+    }
+  }
+  void *p = pools[ordinal];
+  pthread_mutex_unlock(&pool_lock);
+  return p;
 }

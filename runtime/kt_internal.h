@@ -42,6 +42,10 @@ KT_INTERNAL int kt_device_query(int ordinal, kt_device_info *out, char *err, siz
 /* Fill d->fingerprint from name, compute capability, SM count and memory. */
 KT_INTERNAL void kt_device_fingerprint(kt_device_info *d);
 
+/* The process's scratch pool on a device (a cudaMemPool_t), made on first
+ * use; NULL if it cannot be made (kernels then use the default pool). */
+KT_INTERNAL void *kt_device_pool(int ordinal);
+
 /* ---- problems ---------------------------------------------------------- */
 
 typedef struct kt_problem {

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
-#define KT_ABI_VERSION 1
+#define KT_ABI_VERSION 2
 
 #ifdef __cplusplus
 extern "C" {
@@ -34,6 +34,7 @@ typedef struct kt_matmul_args {
   float *C;
   long long lda, ldb, ldc;
   int sm_count; /* multiprocessors on the device, for grid sizing */
+  void *pool;   /* cudaMemPool_t for scratch (split-K); NULL = the device's default */
 } kt_matmul_args;
 
 /* bins[b] = number of samples s with clamp(s, 0, nbins - 1) == b; bins is

@@ -2,8 +2,8 @@
 @ -- Row-major fp32 with leading dimensions; any M, N, K >= 1.  The space
 @ -- (templates/matmul.space.lua) sets `algo` and the values used below.
 #include "kt_variant.h"
-#if KT_ABI_VERSION != 1
-#error "this file was generated for kt_variant.h ABI 1: run make generate"
+#if KT_ABI_VERSION != 2
+#error "this file was generated for kt_variant.h ABI 2: run make generate"
 #endif
 
 @ if algo == "tiled" then
@@ -357,8 +357,12 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   cfg.gridDim.y = (unsigned)splits;
   float *W = nullptr;
   cudaError_t e;
-  if (splits > 1 && (e = cudaMallocAsync((void **)&W, splits * tile_bytes, stream)) != cudaSuccess)
-    return (int)e;
+  if (splits > 1) {
+    e = a->pool ? cudaMallocFromPoolAsync((void **)&W, splits * tile_bytes, (cudaMemPool_t)a->pool, stream)
+                : cudaMallocAsync((void **)&W, splits * tile_bytes, stream);
+    if (e != cudaSuccess)
+      return (int)e;
+  }
   e = cudaLaunchKernelEx(&cfg, $(name), a->M, a->N, a->K, a->alpha, a->A, a->lda, a->B, a->ldb,
                          a->beta, a->C, a->ldc, (int)tiles_m, (int)tiles_n, k_chunk, W);
   if (e == cudaSuccess && splits > 1) {

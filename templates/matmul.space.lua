@@ -35,8 +35,8 @@ return {
       doc = "register-blocked kernel: block tile BM x BN x BK, thread tile TM x TN, " ..
         "A transposed in shared memory, double-buffered tiles",
       params = {
-        { "bm", { 64, 128 }, "BM: rows of C per block" },
-        { "bn", { 64, 128 }, "BN: columns of C per block" },
+        { "bm", { 32, 64, 128 }, "BM: rows of C per block" },
+        { "bn", { 32, 64, 128 }, "BN: columns of C per block" },
         { "bk", { 8, 16 }, "BK: depth of the K slice staged in shared memory per step" },
         { "tm", { 4, 8 }, "TM: rows of C per thread (register tile)" },
         { "tn", { 4, 8 }, "TN: columns of C per thread (register tile)" },
@@ -71,6 +71,8 @@ return {
         { "the occupancy hint leaves room for the accumulators plus ~48 registers, else it spills",
           function(v, t) return v.occ == 0 or t.regs_per_sm // (v.threads * v.occ) >= v.tm * v.tn + 48 end },
         { "the occupancy hint fits the SM's threads", function(v, t) return v.threads * v.occ <= t.max_threads_per_sm end },
+        { "32-wide tiles (for problems too small to fill the GPU) use float4 loads and no occupancy hint",
+          function(v) return (v.bm > 32 and v.bn > 32) or (v.vec == 4 and v.occ == 0) end },
         { "split-K only for tiles up to 64x128: larger tiles are for shapes that fill the GPU anyway",
           function(v) return v.split == 1 or v.bm * v.bn <= 64 * 128 end },
         { "split-K variants use float4 loads and no occupancy hint (they are for long K, not for spread)",

@@ -96,7 +96,7 @@ void kt_measure_check_matmul(const kt_variant *v, const kt_device_info *dev, int
       cuda_failed(out, cudaMemcpy(dB, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       cuda_failed(out, cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
     goto done;
-  kt_matmul_args a = { M, N, K, alpha, beta, dA, dB, dC, lda, ldb, ldc, dev->sm_count };
+  kt_matmul_args a = { M, N, K, alpha, beta, dA, dB, dC, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal) };
   if (cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
       cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))

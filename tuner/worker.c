@@ -116,7 +116,7 @@ static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t 
       result(v->name, "skipped", 0, 0, 0, 0, "leading dimensions of this problem are not aligned for it");
       continue;
     }
-    kt_matmul_args args = { M, N, K, 1.0f, 0.0f, dA, dB, dC, K, N, N, dev->sm_count };
+    kt_matmul_args args = { M, N, K, 1.0f, 0.0f, dA, dB, dC, K, N, N, dev->sm_count, kt_device_pool(dev->ordinal) };
     double est = 0, ms = 0;
     int reps = 0;
     int e = kt_measure_time(v, &args, flush, flush_bytes, 1, 1, 0, &est, &reps);
