@@ -413,7 +413,7 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
     rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
     goto out;
   }
-  int nrank = kept < 16 ? kept : 16;
+  const int nrank = kept; /* the whole ranking: dispatch walks it for a variant that serves */
   for (int i = 0; i < nrank; ++i) {
     sqlite3_reset(st);
     bind_text(st, 1, device_fp);
@@ -491,8 +491,14 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
       snprintf(x->key, sizeof x->key, "%s", key);
       x->best_ms = sqlite3_column_double(st, 9);
     }
+    /* Keep the 16 fastest, then the fastest of any alignment class not yet
+     * held, so that a misaligned call still finds its tuned best. */
     kt_tuned *x = &t[n - 1];
-    if (x->count < (int)(sizeof x->ranked / sizeof x->ranked[0]))
+    const int cap = (int)(sizeof x->ranked / sizeof x->ranked[0]);
+    int new_class = 1;
+    for (int i = 0; i < x->count; ++i)
+      new_class &= x->ranked[i]->align != v->align;
+    if (x->count < 16 || (x->count < cap && new_class))
       x->ranked[x->count++] = v;
   }
   int rc = step == SQLITE_DONE ? KT_OK : fail(err, errlen, KT_ERR_DB_OPEN, "reading winners", db->h);

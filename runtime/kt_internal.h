@@ -118,7 +118,7 @@ typedef struct kt_tuned {
   kt_problem problem;
   char key[96];
   int count;
-  const kt_variant *ranked[16]; /* fastest first; only those in this build */
+  const kt_variant *ranked[24]; /* fastest first; only those in this build */
   double best_ms;
   double log_shape[3];          /* ln(m, n, k) or ln(nbins, nsamples, -), for dispatch */
 } kt_tuned;

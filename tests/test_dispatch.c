@@ -280,6 +280,36 @@ Test(dispatch, misaligned_call_gets_the_fastest_align1_winner)
   kt_close(ctx);
 }
 
+/* More fast float4 variants than the in-memory ranking keeps must not push
+ * the fastest align-1 variant out: a misaligned call still gets it. */
+Test(dispatch, misaligned_call_finds_its_winner_below_many_faster_float4_variants)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(2048, 2048, 2048);
+  kt_measurement m[64];
+  int n = 0;
+  for (int i = 0; n < 30; ++i) {
+    const kt_variant *v = kt_test_nth(kt_test_is_matmul_align4, i);
+    cr_assert_not_null(v, "the registry has fewer than 30 float4 matmul variants");
+    m[n] = kt_test_measure(v, p, "ok", 1.0 + 0.01 * n);
+    ++n;
+  }
+  const kt_variant *slow1 = kt_test_need(kt_test_is_matmul_align1, 0, "matmul align 1");
+  const kt_variant *slower1 = kt_test_need(kt_test_is_matmul_align1, 1, "matmul align 1");
+  m[n++] = kt_test_measure(slower1, p, "ok", 9.0);
+  m[n++] = kt_test_measure(slow1, p, "ok", 5.0);
+  cr_assert_eq(kt_test_tune(path, &dev, m, n, p), n);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_choice c = matmul_choice(ctx, 2048, 2048, 2048, A_MISALIGNED, 2048, 2048, 2048);
+  cr_assert_str_eq(c.variant, slow1->name, "got %s", c.variant);
+  cr_assert_eq(c.tuned, 1);
+  c = matmul_choice(ctx, 2048, 2048, 2048, A16, 2048, 2048, 2048);
+  cr_assert_str_eq(c.variant, m[0].variant);
+  kt_close(ctx);
+}
+
 Test(dispatch, untuned_call_gets_the_default)
 {
   char path[PATH_MAX];
