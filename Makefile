@@ -89,9 +89,9 @@ deps:
 
 # ---- generation ------------------------------------------------------------
 generate: deps
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain
 
-generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN)
+generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN) | deps
 	$(call say,GEN,generated/ for $(ARCH))
 	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet
 

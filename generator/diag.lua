@@ -34,6 +34,11 @@ function diag:from_lua(err, file)
   local line = err:match(esc .. ":(%d+):")
   local msg = first:gsub("^[^:]+:%d+: ", "")
   if not line then
+    -- Lua shortens long chunk names to "...tail": match the tail.
+    local tail, l = first:match("^%.%.%.([^:]+):(%d+): ")
+    if tail and file:sub(-#tail) == tail then line = l end
+  end
+  if not line then
     local f, l = first:match("^([^:]+):(%d+): ")
     if f then file, line = f, l end
   end
