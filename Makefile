@@ -17,6 +17,7 @@ KTUNE_DB ?= $(CURDIR)/tuning-db/ktune.db
 CFLAGS ?= -O2 -g
 NVCCFLAGS ?= -O3 -lineinfo
 TUNE_ARGS ?=
+NPROC ?= $(shell nproc 2>/dev/null || echo 4)
 V ?= 0
 
 # ---- nothing to change below ---------------------------------------------
@@ -133,7 +134,9 @@ build/example: build/obj/examples/example.o build/libktune.a
 	$(Q)$(CC) -o $@ $< build/libktune.a $(LIBS)
 
 # ---- tuning --------------------------------------------------------------
-tune: deps all
+# The variants compile in parallel even from a plain `make tune`.
+tune: deps
+	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all
 	@mkdir -p $(dir $(KTUNE_DB))
 	$(Q)./build/ktune tune --db $(KTUNE_DB) $(TUNE_ARGS)
 
