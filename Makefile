@@ -23,7 +23,7 @@ V ?= 0
 # ---- nothing to change below ---------------------------------------------
 ifeq ($(V),0)
 Q := @
-say = @printf '  %-6s %s\n' $(1) $(2);
+say = @printf '  %-6s %s\n' $(1) "$(2)";
 else
 Q :=
 say :=
