@@ -196,6 +196,16 @@ static void bind_text(sqlite3_stmt *st, int i, const char *s)
   sqlite3_bind_text(st, i, s ? s : "", -1, SQLITE_TRANSIENT);
 }
 
+/* The key of a ranking, as parameters 1-4: device, generator, family, problem. */
+static void bind_key(sqlite3_stmt *st, const char *device_fp, const char *gen_version, const char *family,
+                     const char *problem)
+{
+  bind_text(st, 1, device_fp);
+  bind_text(st, 2, gen_version);
+  bind_text(st, 3, family);
+  bind_text(st, 4, problem);
+}
+
 static void bind_problem(sqlite3_stmt *st, int first, const kt_problem *p)
 {
   if (p->family == KT_FAMILY_MATMUL) {
@@ -339,10 +349,7 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
     rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
     goto out;
   }
-  bind_text(st, 1, device_fp);
-  bind_text(st, 2, gen_version);
-  bind_text(st, 3, fam);
-  bind_text(st, 4, key);
+  bind_key(st, device_fp, gen_version, fam, key);
   int step;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     const char *name = (const char *)sqlite3_column_text(st, 0);
@@ -397,10 +404,7 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
     rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
     goto out;
   }
-  bind_text(st, 1, device_fp);
-  bind_text(st, 2, gen_version);
-  bind_text(st, 3, fam);
-  bind_text(st, 4, key);
+  bind_key(st, device_fp, gen_version, fam, key);
   if (sqlite3_step(st) != SQLITE_DONE) {
     rc = fail(err, errlen, KT_ERR_DB_WRITE, "clearing the old ranking", db->h);
     goto out;
@@ -416,10 +420,7 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
   const int nrank = kept; /* the whole ranking: dispatch walks it for a variant that serves */
   for (int i = 0; i < nrank; ++i) {
     sqlite3_reset(st);
-    bind_text(st, 1, device_fp);
-    bind_text(st, 2, gen_version);
-    bind_text(st, 3, fam);
-    bind_text(st, 4, key);
+    bind_key(st, device_fp, gen_version, fam, key);
     sqlite3_bind_int(st, 5, i + 1);
     bind_problem(st, 6, p);
     bind_text(st, 11, c[i].v->name);
