@@ -104,7 +104,7 @@ generated/registry.c generated/registry.h: | generated/variants.mk
 build/obj/%.o: generated/%.cu runtime/kt_variant.h
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC -Iruntime -Xptxas -v -c $< -o $@ 2> $(@:.o=.ptxas) || \
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Xptxas -v -c $< -o $@ 2> $(@:.o=.ptxas) || \
 	  { cat $(@:.o=.ptxas) >&2; exit 1; }
 
 build/obj/generated/registry.o: generated/registry.c generated/registry.h runtime/kt_variant.h

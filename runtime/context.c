@@ -16,6 +16,9 @@
 #include "kt_internal.h"
 #include "registry.h"
 
+/* Largest M, N or K: INT_MAX less room for a tile's overshoot. */
+#define KT_MAX_DIM (INT_MAX - 1024)
+
 #ifndef KT_DEFAULT_DB
 #define KT_DEFAULT_DB "tuning-db/ktune.db"
 #endif
@@ -233,9 +236,10 @@ static int check_matmul(int64_t M, int64_t N, int64_t K, const float *A, int64_t
     return KT_ERR_BAD_SIZE;
   if (lda < K || ldb < N || ldc < N)
     return KT_ERR_BAD_LD;
-  /* The kernels index rows with 64 bits but count tiles and columns in
-   * 32-bit ints: sizes past INT_MAX are refused, never computed wrongly. */
-  if (M > INT_MAX || N > INT_MAX || K > INT_MAX || !span_ok(M, K, lda) || !span_ok(K, N, ldb) ||
+  /* The kernels index rows with 64 bits but step through M, N and K in
+   * 32-bit ints that may run a tile (at most 256) past the end: larger
+   * sizes are refused, never computed wrongly. */
+  if (M > KT_MAX_DIM || N > KT_MAX_DIM || K > KT_MAX_DIM || !span_ok(M, K, lda) || !span_ok(K, N, ldb) ||
       !span_ok(M, N, ldc))
     return KT_ERR_OVERFLOW;
   if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 3u)
@@ -272,7 +276,8 @@ static int device_pointer(kt_context *c, const void *p)
   if (c->described)
     return 0;
   const uintptr_t u = (uintptr_t)p;
-  uintptr_t *slot = &c->checked[(u >> 8 ^ u >> 20) & 63];
+  /* Fibonacci hashing: cudaMalloc pointers share their low 21 bits. */
+  uintptr_t *slot = &c->checked[(uint64_t)u * 0x9e3779b97f4a7c15ull >> 58];
   if (__atomic_load_n(slot, __ATOMIC_RELAXED) == u)
     return 1;
   struct cudaPointerAttributes a;

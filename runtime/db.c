@@ -356,14 +356,16 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
     const char *hash = (const char *)sqlite3_column_text(st, 1);
     const char *dist = (const char *)sqlite3_column_text(st, 2);
     const char *status = (const char *)sqlite3_column_text(st, 3);
+    const kt_variant *v = kt_registry_find(name);
+    if (!v || strcmp(v->source_hash, hash) != 0)
+      continue; /* from a variant set that has since been regenerated */
+    /* Distributions count only from current rows: a stale one would leave
+     * every current variant short of a distribution, and nothing ranked. */
     int d;
     for (d = 0; d < ndists && strcmp(dists[d], dist) != 0; ++d)
       ;
     if (d == ndists && ndists < 4)
       snprintf(dists[ndists++], sizeof dists[0], "%s", dist);
-    const kt_variant *v = kt_registry_find(name);
-    if (!v || strcmp(v->source_hash, hash) != 0)
-      continue; /* from a variant set that has since been regenerated */
     cand *x = NULL;
     for (int i = 0; i < nc; ++i)
       if (c[i].v == v)

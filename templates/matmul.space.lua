@@ -71,6 +71,8 @@ return {
         { "the occupancy hint leaves room for the accumulators plus ~48 registers, else it spills",
           function(v, t) return v.occ == 0 or t.regs_per_sm // (v.threads * v.occ) >= v.tm * v.tn + 48 end },
         { "the occupancy hint fits the SM's threads", function(v, t) return v.threads * v.occ <= t.max_threads_per_sm end },
+        { "at most 48 KB of shared memory: the rb launcher does not opt in to more",
+          function(v) return v.smem_dynamic <= 48 * 1024 end },
         { "32-wide tiles (for problems too small to fill the GPU) use float4 loads and no occupancy hint",
           function(v) return (v.bm > 32 and v.bn > 32) or (v.vec == 4 and v.occ == 0) end },
         { "split-K only for tiles up to 64x128: larger tiles are for shapes that fill the GPU anyway",

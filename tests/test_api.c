@@ -190,14 +190,18 @@ Test(api, matmul_leading_dimensions_below_the_row)
 
 Test(api, matmul_sizes_past_int_max_overflow)
 {
-  const int64_t big = (int64_t)INT_MAX + 1;
+  const int64_t big = (int64_t)INT_MAX + 1, limit = (int64_t)INT_MAX - 1024;
   expect_matmul(ctx, KT_ERR_OVERFLOW, big, 4, 4, A, 4, B, 4, C, 4);
   expect_matmul(ctx, KT_ERR_OVERFLOW, 4, big, 4, A, 4, B, big, C, big);
   expect_matmul(ctx, KT_ERR_OVERFLOW, 4, 4, big, A, big, B, 4, C, 4);
   expect_matmul(ctx, KT_ERR_OVERFLOW, INT64_MAX, 4, 4, A, 4, B, 4, C, 4);
-  /* INT_MAX itself is allowed. */
-  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, INT_MAX, 4, 4, A, 4, B, 4, C, 4);
-  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 4, 4, INT_MAX, A, INT_MAX, B, 4, C, 4);
+  /* Within a tile of INT_MAX, a kernel's 32-bit loop counters would wrap:
+   * refused.  INT_MAX - 1024 is the largest size allowed. */
+  expect_matmul(ctx, KT_ERR_OVERFLOW, INT_MAX, 4, 4, A, 4, B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 4, 4, limit + 1, A, limit + 1, B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 4, limit + 1, 4, A, 4, B, limit + 1, C, limit + 1);
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, limit, 4, 4, A, 4, B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 4, 4, limit, A, limit, B, 4, C, 4);
 }
 
 Test(api, matmul_index_range_overflow)
@@ -210,7 +214,7 @@ Test(api, matmul_index_range_overflow)
   expect_matmul(ctx, KT_ERR_OVERFLOW, 3, 4, 4, A, 4, B, 4, C, INT64_MAX / 2 + 1);
   /* The element count fits but its byte count does not. */
   expect_matmul(ctx, KT_ERR_OVERFLOW, 2, 4, 4, A, INT64_MAX / 4, B, 4, C, 4);
-  expect_matmul(ctx, KT_ERR_OVERFLOW, INT_MAX, 4, 4, A, INT64_MAX / ((int64_t)INT_MAX - 1), B, 4, C, 4);
+  expect_matmul(ctx, KT_ERR_OVERFLOW, 1 << 20, 4, 4, A, INT64_MAX / ((1 << 20) - 1), B, 4, C, 4);
 }
 
 Test(api, matmul_pointers_not_float_aligned)

@@ -277,6 +277,14 @@ Test(dispatch, misaligned_call_gets_the_fastest_align1_winner)
     cr_assert_str_eq(c.matched, "1024x1024x1024", "%s", calls[i].what);
     cr_assert_eq(chosen(&c)->align, 1, "%s", calls[i].what);
   }
+  /* B or C off a 16-byte boundary too. */
+  const float *ptrs[2][3] = { { A16, (const float *)0x20008, C16 }, { A16, B16, (const float *)0x3000c } };
+  for (int i = 0; i < 2; ++i) {
+    kt_choice c;
+    cr_assert_eq(kt_matmul_choice(ctx, 1024, 1024, 1024, ptrs[i][0], 1024, ptrs[i][1], 1024, ptrs[i][2], 1024, &c),
+                 KT_OK);
+    cr_assert_str_eq(c.variant, v[2]->name, "%s misaligned: got %s", i ? "C" : "B", c.variant);
+  }
   kt_close(ctx);
 }
 

@@ -54,6 +54,39 @@ Test(hist_gpu, every_variant_handles_tiny_inputs)
   }
 }
 
+/* Every sample in one bin, enough of them that each block's 16-bit counter
+ * carries into the output many times: bin 0 and bin 1 are the low and high
+ * halves of one shared-memory word. */
+Test(hist_gpu, every_variant_counts_a_single_hot_bin_past_16_bits)
+{
+  const size_t n = (size_t)1 << 26;
+  int *s = malloc(sizeof(int) * n);
+  unsigned got[4];
+  int *ds;
+  unsigned *db;
+  CUDA_OK(cudaMalloc((void **)&ds, sizeof(int) * n));
+  CUDA_OK(cudaMalloc((void **)&db, sizeof got));
+  for (int hot = 0; hot < 2; ++hot) {
+    for (size_t i = 0; i < n; ++i)
+      s[i] = hot;
+    CUDA_OK(cudaMemcpy(ds, s, sizeof(int) * n, cudaMemcpyHostToDevice));
+    for (int i = 0; i < kt_registry_count; ++i) {
+      const kt_variant *v = &kt_registry[i];
+      if (v->family != KT_FAMILY_HIST || !kt_variant_serves_hist(v, &gpu, 4))
+        continue;
+      kt_hist_args a = { ds, n, db, 4, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin };
+      CUDA_OK(cudaMemset(db, 0xab, sizeof got));
+      cr_assert_eq(v->launch(&a, 0), cudaSuccess, "%s", v->name);
+      CUDA_OK(cudaMemcpy(got, db, sizeof got, cudaMemcpyDeviceToHost));
+      for (int b = 0; b < 4; ++b)
+        cr_expect_eq(got[b], b == hot ? (unsigned)n : 0u, "%s: bin %d = %u with every sample in bin %d", v->name, b,
+                     got[b], hot);
+    }
+  }
+  cudaFree(ds), cudaFree(db);
+  free(s);
+}
+
 /* kt_histogram of host samples s[0..n) copied to an offset of `off` ints. */
 static void dispatched(kt_context *ctx, const int *s, size_t n, int off, long long nbins, char *variant)
 {

@@ -61,7 +61,10 @@ Test(matmul_gpu, every_variant_handles_degenerate_shapes)
 static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float alpha, float beta, char *variant)
 {
   kt_rng r = { fresh_seed() };
-  const long long lda = k + 1, ldb = n + 3, ldc = n + 2;
+  /* Aligned calls (shift 0) get leading dimensions that float4 variants
+   * accept; shifted ones get odd leading dimensions as well. */
+  const long long lda = shift ? k + 1 : (k + 3) / 4 * 4 + 4, ldb = shift ? n + 3 : (n + 3) / 4 * 4,
+                  ldc = shift ? n + 2 : (n + 3) / 4 * 4 + 8;
   const size_t na = m * lda + shift, nb = k * ldb + shift, nc = m * ldc + shift;
   float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
   for (size_t i = 0; i < na; ++i)
@@ -109,6 +112,9 @@ Test(matmul_gpu, kt_matmul_is_correct_through_dispatch_aligned_and_misaligned)
   char v1[96], v2[96];
   double e1 = dispatched(ctx, 333, 271, 517, 0, 1.0f, 0.5f, v1);
   cr_expect(e1 <= 1.0, "aligned call via %s: error %.3g x the bound", v1, e1);
+  const kt_variant *va = kt_registry_find(v1);
+  cr_assert_not_null(va);
+  cr_expect_eq(va->align, 4, "an aligned call went to %s (align %d), not a float4 variant", v1, va->align);
   /* One float off: 16-byte vector variants cannot serve it. */
   double e2 = dispatched(ctx, 333, 271, 517, 1, 2.0f, -1.0f, v2);
   cr_expect(e2 <= 1.0, "misaligned call via %s: error %.3g x the bound", v2, e2);

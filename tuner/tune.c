@@ -124,8 +124,19 @@ static void run_workers(const kt_problem *p, const char *key, const kt_variant *
     argv[k] = NULL;
     fflush(NULL);
     pid_t pid = fork();
+    if (pid < 0) {
+      const char *why = strerror(errno);
+      free(argv);
+      close(fd[0]);
+      close(fd[1]);
+      for (; next < n; ++next, ++done_jobs)
+        set_result(&out[next], p, vs[next], "skipped", why);
+      return;
+    }
     if (pid == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans if the tuner dies */
+      if (getppid() == 1)               /* ... even if it died before prctl */
+        _exit(127);
       dup2(fd[1], STDOUT_FILENO);
       close(fd[0]);
       close(fd[1]);
@@ -134,7 +145,11 @@ static void run_workers(const kt_problem *p, const char *key, const kt_variant *
     }
     free(argv);
     close(fd[1]);
+    const int first = next;
     FILE *in = fdopen(fd[0], "r");
+    /* Unbuffered: poll() watches the descriptor, so no line may wait in a
+     * stdio buffer where poll cannot see it. */
+    setvbuf(in, NULL, _IONBF, 0);
     int inflight = -1;
     double deadline = now_s() + o->timeout_s;
     char line[1024];
@@ -200,6 +215,11 @@ static void run_workers(const kt_problem *p, const char *key, const kt_variant *
       snprintf(why, sizeof why, "worker killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
     else
       snprintf(why, sizeof why, "worker exited with status %d", WEXITSTATUS(status));
+    /* A worker that reported its last variant (a CUDA error ends it after
+     * the report) owes nothing: go on in a fresh one.  Only a worker that
+     * made no progress at all is charged with the next variant. */
+    if (inflight < 0 && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) != 2 && next > first)
+      continue;
     if (inflight < 0 && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
       /* The worker could not even set up: nothing more to learn here. */
       for (; next < n; ++next, ++done_jobs)
