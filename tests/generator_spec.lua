@@ -164,6 +164,17 @@ local function enumerate(s, t)
   return kept, dropped
 end
 
+-- Every target the generator knows.
+local TARGETS = targets.names()
+
+-- Call fn(family, space, arch) for every family and every target.
+local function each_space_and_target(fn)
+  for _, family in ipairs(FAMILIES) do
+    local s = load_space(family)
+    for _, arch in ipairs(TARGETS) do fn(family, s, arch) end
+  end
+end
+
 local function kernel_of(s, algo)
   for _, k in ipairs(s.kernels) do
     if k.algo == algo then return k end
@@ -299,7 +310,6 @@ describe("ktgen", function()
   -- One generated tree per target, shared by the tests that only read it.
   local ROOT
   local TREE = {} -- arch -> { dir = ..., files = tree(dir), stdout = ... }
-  local TARGETS = targets.names()
 
   setup(function()
     ROOT = mkdtemp()
@@ -343,75 +353,66 @@ describe("ktgen", function()
 
     it("enumerate meets every combination of parameter values exactly once, kept or dropped", function()
       local problems = {}
-      for _, family in ipairs(FAMILIES) do
-        local s = load_space(family)
-        for _, arch in ipairs(TARGETS) do
-          local kept, dropped = enumerate(s, targets.get(arch))
-          local met = {}
-          local function meet(v)
-            local k = kernel_of(s, v.algo)
-            local key = v.algo .. ":" .. key_of(k, v)
-            met[key] = (met[key] or 0) + 1
-          end
-          for _, v in ipairs(kept) do meet(v) end
-          for _, d in ipairs(dropped) do meet(d.v) end
-          local expected = 0
-          for _, k in ipairs(s.kernels) do
-            for _, key in ipairs(all_keys(k)) do
-              expected = expected + 1
-              if met[k.algo .. ":" .. key] ~= 1 then
-                problems[#problems + 1] = ("%s %s: %s:%s met %d times"):format(family, arch, k.algo, key,
-                  met[k.algo .. ":" .. key] or 0)
-              end
-            end
-          end
-          if #kept + #dropped ~= expected then
-            problems[#problems + 1] = ("%s %s: %d kept + %d dropped, but the space has %d combinations"):format(
-              family, arch, #kept, #dropped, expected)
+      each_space_and_target(function(family, s, arch)
+      local kept, dropped = enumerate(s, targets.get(arch))
+      local met = {}
+      local function meet(v)
+        local k = kernel_of(s, v.algo)
+        local key = v.algo .. ":" .. key_of(k, v)
+        met[key] = (met[key] or 0) + 1
+      end
+      for _, v in ipairs(kept) do meet(v) end
+      for _, d in ipairs(dropped) do meet(d.v) end
+      local expected = 0
+      for _, k in ipairs(s.kernels) do
+        for _, key in ipairs(all_keys(k)) do
+          expected = expected + 1
+          if met[k.algo .. ":" .. key] ~= 1 then
+            problems[#problems + 1] = ("%s %s: %s:%s met %d times"):format(family, arch, k.algo, key,
+              met[k.algo .. ":" .. key] or 0)
           end
         end
       end
+      if #kept + #dropped ~= expected then
+        problems[#problems + 1] = ("%s %s: %d kept + %d dropped, but the space has %d combinations"):format(
+          family, arch, #kept, #dropped, expected)
+      end
+      end)
       assert.are.same({}, problems)
     end)
 
     it("every kept configuration passes every constraint, on every target", function()
       local problems = {}
-      for _, family in ipairs(FAMILIES) do
-        local s = load_space(family)
-        for _, arch in ipairs(TARGETS) do
-          local t = targets.get(arch)
-          local kept = enumerate(s, t)
-          for _, v in ipairs(kept) do
-            for _, c in ipairs(constraints_of(s, kernel_of(s, v.algo))) do
-              if not c[2](v, t) then
-                problems[#problems + 1] = ("%s kept %s, which breaks: %s"):format(arch, v.name, c[1])
-              end
-            end
+      each_space_and_target(function(family, s, arch)
+      local t = targets.get(arch)
+      local kept = enumerate(s, t)
+      for _, v in ipairs(kept) do
+        for _, c in ipairs(constraints_of(s, kernel_of(s, v.algo))) do
+          if not c[2](v, t) then
+            problems[#problems + 1] = ("%s kept %s, which breaks: %s"):format(arch, v.name, c[1])
           end
         end
       end
+      end)
       assert.are.same({}, problems)
     end)
 
     it("every dropped configuration lists exactly the constraints it breaks, in order", function()
       local problems = {}
-      for _, family in ipairs(FAMILIES) do
-        local s = load_space(family)
-        for _, arch in ipairs(TARGETS) do
-          local t = targets.get(arch)
-          local _, dropped = enumerate(s, t)
-          for _, d in ipairs(dropped) do
-            local broken = {}
-            for _, c in ipairs(constraints_of(s, kernel_of(s, d.v.algo))) do
-              if not c[2](d.v, t) then broken[#broken + 1] = c[1] end
-            end
-            if #broken == 0 or table.concat(broken, "\n") ~= table.concat(d.reasons, "\n") then
-              problems[#problems + 1] = ("%s dropped %s for {%s} but it breaks {%s}"):format(
-                arch, d.v.name, table.concat(d.reasons, "; "), table.concat(broken, "; "))
-            end
-          end
+      each_space_and_target(function(family, s, arch)
+      local t = targets.get(arch)
+      local _, dropped = enumerate(s, t)
+      for _, d in ipairs(dropped) do
+        local broken = {}
+        for _, c in ipairs(constraints_of(s, kernel_of(s, d.v.algo))) do
+          if not c[2](d.v, t) then broken[#broken + 1] = c[1] end
+        end
+        if #broken == 0 or table.concat(broken, "\n") ~= table.concat(d.reasons, "\n") then
+          problems[#problems + 1] = ("%s dropped %s for {%s} but it breaks {%s}"):format(
+            arch, d.v.name, table.concat(d.reasons, "; "), table.concat(broken, "; "))
         end
       end
+      end)
       assert.are.same({}, problems)
     end)
 
@@ -493,14 +494,11 @@ describe("ktgen", function()
   describe("variant names", function()
     it("are C identifiers", function()
       local problems = {}
-      for _, family in ipairs(FAMILIES) do
-        local s = load_space(family)
-        for _, arch in ipairs(TARGETS) do
-          for _, v in ipairs((enumerate(s, targets.get(arch)))) do
-            if not v.name:match("^[%a_][%w_]*$") then problems[#problems + 1] = v.name end
-          end
-        end
+      each_space_and_target(function(family, s, arch)
+      for _, v in ipairs((enumerate(s, targets.get(arch)))) do
+        if not v.name:match("^[%a_][%w_]*$") then problems[#problems + 1] = v.name end
       end
+      end)
       assert.are.same({}, problems)
     end)
 
@@ -540,18 +538,15 @@ describe("ktgen", function()
         end
       end
       local problems = {}
-      for _, family in ipairs(FAMILIES) do
-        local s = load_space(family)
-        for _, arch in ipairs(TARGETS) do
-          for _, v in ipairs((enumerate(s, targets.get(arch)))) do
-            for _, p in ipairs(v.param_names) do
-              if not has_token(v.name, v[p]) then
-                problems[#problems + 1] = ("%s does not spell %s = %s"):format(v.name, p, tostring(v[p]))
-              end
-            end
+      each_space_and_target(function(family, s, arch)
+      for _, v in ipairs((enumerate(s, targets.get(arch)))) do
+        for _, p in ipairs(v.param_names) do
+          if not has_token(v.name, v[p]) then
+            problems[#problems + 1] = ("%s does not spell %s = %s"):format(v.name, p, tostring(v[p]))
           end
         end
       end
+      end)
       assert.are.same({}, problems)
     end)
 
