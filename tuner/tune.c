@@ -42,11 +42,6 @@ static const char *DEFAULT_MATMUL = "512x512x512,1024x1024x1024,2048x2048x2048,4
                                     "4000x4000x4000,64x64x65536";
 static const char *DEFAULT_HIST = "256,4096,65536,262144,1048576";
 
-typedef struct result {
-  kt_measurement m;
-  char variant[96], hash[24], status[16], reason[256];
-} result;
-
 static int total_jobs, done_jobs;
 static int tty;
 
@@ -64,172 +59,27 @@ static void progress(const char *problem, const char *variant)
   fflush(stderr);
 }
 
+static void on_event(void *user, const char *key, const char *variant, int finished)
+{
+  (void)user;
+  if (finished)
+    ++done_jobs;
+  else
+    progress(key, variant);
+}
+
+static void run_workers_for(const kt_problem *p, const char *key, const kt_variant **vs, int n,
+                            const tune_opts *o, kt_tune_result *out)
+{
+  kt_worker_opts w = { NULL, o->timeout_s, o->seed, on_event, NULL };
+  kt_run_workers(p, key, vs, n, &w, out);
+}
+
 static double now_s(void)
 {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static void set_result(result *r, const kt_problem *p, const kt_variant *v, const char *status, const char *reason)
-{
-  memset(r, 0, sizeof *r);
-  r->m.problem = *p;
-  snprintf(r->variant, sizeof r->variant, "%s", v->name);
-  snprintf(r->hash, sizeof r->hash, "%s", v->source_hash);
-  snprintf(r->status, sizeof r->status, "%s", status);
-  snprintf(r->reason, sizeof r->reason, "%s", reason);
-}
-
-static void link_result(result *r)
-{
-  r->m.variant = r->variant;
-  r->m.source_hash = r->hash;
-  r->m.status = r->status;
-  r->m.reason = r->reason;
-}
-
-/* Measure `names` for problem p in workers; fills out[0..n). */
-static void run_workers(const kt_problem *p, const char *key, const kt_variant **vs, int n, const tune_opts *o,
-                        result *out)
-{
-  int next = 0; /* first variant not yet reported */
-  while (next < n) {
-    int fd[2];
-    if (pipe(fd) != 0) {
-      for (; next < n; ++next)
-        set_result(&out[next], p, vs[next], "skipped", strerror(errno));
-      return;
-    }
-    char a1[32], a2[32], a3[32], a4[32], a5[32];
-    const char **argv = calloc((size_t)n + 10, sizeof *argv);
-    int k = 0;
-    argv[k++] = "ktune";
-    argv[k++] = "__worker";
-    if (p->family == KT_FAMILY_MATMUL) {
-      argv[k++] = "matmul";
-      snprintf(a1, sizeof a1, "%lld", p->m), argv[k++] = a1;
-      snprintf(a2, sizeof a2, "%lld", p->n), argv[k++] = a2;
-      snprintf(a3, sizeof a3, "%lld", p->k), argv[k++] = a3;
-    } else {
-      argv[k++] = "hist";
-      snprintf(a1, sizeof a1, "%lld", p->nbins), argv[k++] = a1;
-      snprintf(a2, sizeof a2, "%lld", p->nsamples), argv[k++] = a2;
-      snprintf(a3, sizeof a3, "%s", p->dist), argv[k++] = a3;
-    }
-    snprintf(a4, sizeof a4, "%llu", o->seed + (unsigned long long)next * 7919u), argv[k++] = a4;
-    (void)a5;
-    for (int i = next; i < n; ++i)
-      argv[k++] = vs[i]->name;
-    argv[k] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-      const char *why = strerror(errno);
-      free(argv);
-      close(fd[0]);
-      close(fd[1]);
-      for (; next < n; ++next, ++done_jobs)
-        set_result(&out[next], p, vs[next], "skipped", why);
-      return;
-    }
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans if the tuner dies */
-      if (getppid() == 1)               /* ... even if it died before prctl */
-        _exit(127);
-      dup2(fd[1], STDOUT_FILENO);
-      close(fd[0]);
-      close(fd[1]);
-      execv("/proc/self/exe", (char *const *)argv);
-      _exit(127);
-    }
-    free(argv);
-    close(fd[1]);
-    const int first = next;
-    FILE *in = fdopen(fd[0], "r");
-    /* Unbuffered: poll() watches the descriptor, so no line may wait in a
-     * stdio buffer where poll cannot see it. */
-    setvbuf(in, NULL, _IONBF, 0);
-    int inflight = -1;
-    double deadline = now_s() + o->timeout_s;
-    char line[1024];
-    size_t len = 0;
-    int timed_out = 0;
-    for (;;) {
-      struct pollfd pf = { fd[0], POLLIN, 0 };
-      int wait_ms = (int)((deadline - now_s()) * 1000);
-      if (wait_ms < 0)
-        wait_ms = 0;
-      int pr = poll(&pf, 1, wait_ms);
-      if (pr == 0) {
-        timed_out = 1;
-        break;
-      }
-      if (pr < 0 && errno == EINTR)
-        continue;
-      int ch = fgetc(in);
-      if (ch == EOF)
-        break;
-      /* Read a whole line (the worker flushes after each). */
-      len = 0;
-      while (ch != EOF && ch != '\n' && len + 1 < sizeof line) {
-        line[len++] = (char)ch;
-        ch = fgetc(in);
-      }
-      line[len] = 0;
-      if (strncmp(line, "START ", 6) == 0) {
-        inflight = next;
-        deadline = now_s() + o->timeout_s;
-        progress(key, line + 6);
-      } else if (strncmp(line, "RESULT ", 7) == 0 && next < n) {
-        char name[96], status[16];
-        double ms, rate, err;
-        int reps, used = 0;
-        if (sscanf(line + 7, "%95s %15s %lf %lf %lf %d %n", name, status, &ms, &rate, &err, &reps, &used) >= 6 &&
-            strcmp(name, vs[next]->name) == 0) {
-          const char *reason = line + 7 + used;
-          set_result(&out[next], p, vs[next], status, strcmp(reason, "-") == 0 ? "" : reason);
-          out[next].m.time_ms = ms;
-          out[next].m.rate = rate;
-          out[next].m.max_err = err;
-          out[next].m.reps = reps;
-          ++next;
-          ++done_jobs;
-          inflight = -1;
-        }
-      }
-    }
-    int status = 0;
-    if (timed_out)
-      kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    fclose(in);
-    if (next >= n)
-      break;
-    /* The worker ended early: the variant in flight (or, if it never got
-     * that far, the next one) is recorded with the reason. */
-    char why[160];
-    if (timed_out)
-      snprintf(why, sizeof why, "no result within %.0f s: worker killed", o->timeout_s);
-    else if (WIFSIGNALED(status))
-      snprintf(why, sizeof why, "worker killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-    else
-      snprintf(why, sizeof why, "worker exited with status %d", WEXITSTATUS(status));
-    /* A worker that reported its last variant (a CUDA error ends it after
-     * the report) owes nothing: go on in a fresh one.  Only a worker that
-     * made no progress at all is charged with the next variant. */
-    if (inflight < 0 && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) != 2 && next > first)
-      continue;
-    if (inflight < 0 && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
-      /* The worker could not even set up: nothing more to learn here. */
-      for (; next < n; ++next, ++done_jobs)
-        set_result(&out[next], p, vs[next], "skipped", why);
-      break;
-    }
-    set_result(&out[next], p, vs[next], timed_out ? "timed_out" : "launch_failed", why);
-    ++next;
-    ++done_jobs;
-  }
 }
 
 static int parse_list(const char *s, long long *out, int max, int per, char sep)
@@ -277,7 +127,7 @@ static void usage(void)
           "                  [--seed N]\n");
 }
 
-static const result *find_result(const result *rs, int n, const char *variant)
+static const kt_tune_result *find_result(const kt_tune_result *rs, int n, const char *variant)
 {
   for (int i = 0; i < n; ++i)
     if (strcmp(rs[i].variant, variant) == 0 && strcmp(rs[i].status, "ok") == 0)
@@ -396,18 +246,18 @@ int kt_tune_main(int argc, char **argv)
     total_jobs += nfam[probs[i].family];
 
   double t0 = now_s();
-  result **all = calloc((size_t)np, sizeof *all);
+  kt_tune_result **all = calloc((size_t)np, sizeof *all);
   int failed_db = 0;
   for (int i = 0; i < np; ++i) {
     const kt_problem *p = &probs[i];
     const int f = p->family;
     char key[96];
     kt_problem_key(p, 1, key, sizeof key);
-    all[i] = calloc((size_t)nfam[f] + 1, sizeof(result));
-    run_workers(p, key, fam[f], nfam[f], &o, all[i]);
+    all[i] = calloc((size_t)nfam[f] + 1, sizeof(kt_tune_result));
+    run_workers_for(p, key, fam[f], nfam[f], &o, all[i]);
     kt_measurement *ms = calloc((size_t)nfam[f] + 1, sizeof *ms);
     for (int j = 0; j < nfam[f]; ++j) {
-      link_result(&all[i][j]);
+      kt_tune_link_result(&all[i][j]);
       ms[j] = all[i][j].m;
     }
     if ((rc = kt_db_record(db, &dev, kt_registry_generator_version, ms, nfam[f], err, sizeof err)) != KT_OK) {
@@ -476,8 +326,8 @@ int kt_tune_main(int argc, char **argv)
         continue;
       }
       if (f == KT_FAMILY_MATMUL) {
-        const result *seed = find_result(all[i], nfam[f], "matmul_bs16_pad0");
-        const result *win = find_result(all[i], nfam[f], t->ranked[0]->name);
+        const kt_tune_result *seed = find_result(all[i], nfam[f], "matmul_bs16_pad0");
+        const kt_tune_result *win = find_result(all[i], nfam[f], t->ranked[0]->name);
         double rate = win ? win->m.rate : 0, srate = seed ? seed->m.rate : 0;
         printf("%-22s %-33s %8.3f  %8.0f   %8.0f           %6.2fx\n", key, t->ranked[0]->name, t->best_ms, rate,
                srate, srate > 0 ? rate / srate : 0);
@@ -487,7 +337,7 @@ int kt_tune_main(int argc, char **argv)
         double wr = 0, sr = 0;
         int wn = 0;
         for (int d = i; d < np && probs[d].family == p->family && probs[d].nbins == p->nbins; ++d) {
-          const result *w = find_result(all[d], nfam[f], t->ranked[0]->name);
+          const kt_tune_result *w = find_result(all[d], nfam[f], t->ranked[0]->name);
           if (w)
             wr += w->m.rate, ++wn;
           double best = 0;

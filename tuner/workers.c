@@ -1,0 +1,196 @@
+/* tuner/workers.c: run measurements in worker processes.
+ *
+ * A kernel that faults poisons the CUDA context of its whole process, and
+ * one that hangs never returns, so the tuner never measures in its own
+ * process.  It starts a worker (`ktune __worker ...`, worker.c) for a list
+ * of variants and reads its lines as they come:
+ *   START name                  the variant now in flight (its deadline starts)
+ *   RESULT name status ...      its result
+ * If the worker dies or passes the deadline, the variant in flight is
+ * recorded as launch_failed or timed_out, the worker is killed and reaped,
+ * and a fresh one goes on with the rest.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kt_internal.h"
+#include "tuner.h"
+
+static double now_s(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+void kt_tune_set_result(kt_tune_result *r, const kt_problem *p, const kt_variant *v, const char *status, const char *reason)
+{
+  memset(r, 0, sizeof *r);
+  r->m.problem = *p;
+  snprintf(r->variant, sizeof r->variant, "%s", v->name);
+  snprintf(r->hash, sizeof r->hash, "%s", v->source_hash);
+  snprintf(r->status, sizeof r->status, "%s", status);
+  snprintf(r->reason, sizeof r->reason, "%s", reason);
+}
+
+void kt_tune_link_result(kt_tune_result *r)
+{
+  r->m.variant = r->variant;
+  r->m.source_hash = r->hash;
+  r->m.status = r->status;
+  r->m.reason = r->reason;
+}
+
+void kt_run_workers(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_worker_opts *o,
+                    kt_tune_result *out)
+{
+  int next = 0; /* first variant not yet reported */
+  while (next < n) {
+    int fd[2];
+    if (pipe(fd) != 0) {
+      for (; next < n; ++next)
+        kt_tune_set_result(&out[next], p, vs[next], "skipped", strerror(errno));
+      return;
+    }
+    char a1[32], a2[32], a3[32], a4[32], a5[32];
+    const char **argv = calloc((size_t)n + 10, sizeof *argv);
+    int k = 0;
+    argv[k++] = "ktune";
+    argv[k++] = "__worker";
+    if (p->family == KT_FAMILY_MATMUL) {
+      argv[k++] = "matmul";
+      snprintf(a1, sizeof a1, "%lld", p->m), argv[k++] = a1;
+      snprintf(a2, sizeof a2, "%lld", p->n), argv[k++] = a2;
+      snprintf(a3, sizeof a3, "%lld", p->k), argv[k++] = a3;
+    } else {
+      argv[k++] = "hist";
+      snprintf(a1, sizeof a1, "%lld", p->nbins), argv[k++] = a1;
+      snprintf(a2, sizeof a2, "%lld", p->nsamples), argv[k++] = a2;
+      snprintf(a3, sizeof a3, "%s", p->dist), argv[k++] = a3;
+    }
+    snprintf(a4, sizeof a4, "%llu", o->seed + (unsigned long long)next * 7919u), argv[k++] = a4;
+    (void)a5;
+    for (int i = next; i < n; ++i)
+      argv[k++] = vs[i]->name;
+    argv[k] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+      const char *why = strerror(errno);
+      free(argv);
+      close(fd[0]);
+      close(fd[1]);
+      for (; next < n; ++next)
+        kt_tune_set_result(&out[next], p, vs[next], "skipped", why);
+      return;
+    }
+    if (pid == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans if the tuner dies */
+      if (getppid() == 1)               /* ... even if it died before prctl */
+        _exit(127);
+      dup2(fd[1], STDOUT_FILENO);
+      close(fd[0]);
+      close(fd[1]);
+      execv(o->exe ? o->exe : "/proc/self/exe", (char *const *)argv);
+      _exit(127);
+    }
+    free(argv);
+    close(fd[1]);
+    const int first = next;
+    FILE *in = fdopen(fd[0], "r");
+    /* Unbuffered: poll() watches the descriptor, so no line may wait in a
+     * stdio buffer where poll cannot see it. */
+    setvbuf(in, NULL, _IONBF, 0);
+    int inflight = -1;
+    double deadline = now_s() + o->timeout_s;
+    char line[1024];
+    size_t len = 0;
+    int timed_out = 0;
+    for (;;) {
+      struct pollfd pf = { fd[0], POLLIN, 0 };
+      int wait_ms = (int)((deadline - now_s()) * 1000);
+      if (wait_ms < 0)
+        wait_ms = 0;
+      int pr = poll(&pf, 1, wait_ms);
+      if (pr == 0) {
+        timed_out = 1;
+        break;
+      }
+      if (pr < 0 && errno == EINTR)
+        continue;
+      int ch = fgetc(in);
+      if (ch == EOF)
+        break;
+      /* Read a whole line (the worker flushes after each). */
+      len = 0;
+      while (ch != EOF && ch != '\n' && len + 1 < sizeof line) {
+        line[len++] = (char)ch;
+        ch = fgetc(in);
+      }
+      line[len] = 0;
+      if (strncmp(line, "START ", 6) == 0) {
+        inflight = next;
+        deadline = now_s() + o->timeout_s;
+        if (o->event)
+          o->event(o->user, key, line + 6, 0);
+      } else if (strncmp(line, "RESULT ", 7) == 0 && next < n) {
+        char name[96], status[16];
+        double ms, rate, err;
+        int reps, used = 0;
+        if (sscanf(line + 7, "%95s %15s %lf %lf %lf %d %n", name, status, &ms, &rate, &err, &reps, &used) >= 6 &&
+            strcmp(name, vs[next]->name) == 0) {
+          const char *reason = line + 7 + used;
+          kt_tune_set_result(&out[next], p, vs[next], status, strcmp(reason, "-") == 0 ? "" : reason);
+          out[next].m.time_ms = ms;
+          out[next].m.rate = rate;
+          out[next].m.max_err = err;
+          out[next].m.reps = reps;
+          ++next;
+          if (o->event)
+            o->event(o->user, key, NULL, 1);
+          inflight = -1;
+        }
+      }
+    }
+    int status = 0;
+    if (timed_out)
+      kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fclose(in);
+    if (next >= n)
+      break;
+    /* The worker ended early: the variant in flight (or, if it never got
+     * that far, the next one) is recorded with the reason. */
+    char why[160];
+    if (timed_out)
+      snprintf(why, sizeof why, "no result within %.0f s: worker killed", o->timeout_s);
+    else if (WIFSIGNALED(status))
+      snprintf(why, sizeof why, "worker killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+      snprintf(why, sizeof why, "worker exited with status %d", WEXITSTATUS(status));
+    /* A worker that reported its last variant (a CUDA error ends it after
+     * the report) owes nothing: go on in a fresh one.  Only a worker that
+     * made no progress at all is charged with the next variant. */
+    if (inflight < 0 && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) != 2 && next > first)
+      continue;
+    if (inflight < 0 && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
+      /* The worker could not even set up: nothing more to learn here. */
+      for (; next < n; ++next)
+        kt_tune_set_result(&out[next], p, vs[next], "skipped", why);
+      break;
+    }
+    kt_tune_set_result(&out[next], p, vs[next], timed_out ? "timed_out" : "launch_failed", why);
+    ++next;
+    if (o->event)
+      o->event(o->user, key, NULL, 1);
+  }
+}
+
