@@ -141,8 +141,7 @@ static inline bench_device bench_device_open(void)
 
 static inline void bench_log(int level, const char *message, void *)
 {
-  fprintf(stderr, "[ktune %s] %s\n", level == KT_LOG_ERROR ? "error" : level == KT_LOG_WARN ? "warn" : "info",
-          message);
+  fprintf(stderr, "[ktune %s] %s\n", level == KT_LOG_ERROR ? "error" : level == KT_LOG_WARN ? "warn" : "info", message);
 }
 
 /* A ktune context on the current device with the given database; warnings
@@ -222,8 +221,7 @@ template <class F> static bench_time_result bench_time(F &f, const bench_flush &
 {
   bench_time_result t;
   bench_call_error.clear();
-  int rc = kt_measure_time_fn(bench_thunk<F>, &f, fl.p, fl.bytes, r.min_reps, r.max_reps, r.budget_ms, &t.ms,
-                              &t.reps);
+  int rc = kt_measure_time_fn(bench_thunk<F>, &f, fl.p, fl.bytes, r.min_reps, r.max_reps, r.budget_ms, &t.ms, &t.reps);
   if (rc == 0) {
     t.ok = true;
     return t;
@@ -251,8 +249,9 @@ static inline double bench_geomean(const std::vector<double> &x)
 
 /* A CSV file with a header line; rows are printf-formatted.  Fields must
  * not contain commas.  NaN prints as "nan", which gnuplot skips. */
-class bench_csv {
- public:
+class bench_csv
+{
+public:
   bench_csv(const std::string &path, const char *header) : path_(path)
   {
     f_ = fopen(path.c_str(), "w");
@@ -280,7 +279,7 @@ class bench_csv {
     fflush(f_); /* a run that dies later still leaves its rows */
   }
 
- private:
+private:
   FILE *f_;
   std::string path_;
 };
@@ -366,8 +365,7 @@ static inline void bench_plot(const std::string &dir, const std::string &name, c
   if (rc == 0)
     printf("plot: %s/%s.png\n", dir.c_str(), name.c_str());
   else
-    printf("plot: gnuplot failed on %s (exit status %d); no plot\n", gp.c_str(),
-           WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
+    printf("plot: gnuplot failed on %s (exit status %d); no plot\n", gp.c_str(), WIFEXITED(rc) ? WEXITSTATUS(rc) : rc);
 }
 
 #endif

@@ -35,9 +35,9 @@
 
 #include "bench_common.h"
 
-static const long long kBins[] = { 256, 4096, 65536, 262144, 1048576 };
-static const char *const kDists[] = { "uniform", "skewed" };
-static const int kClusters[] = { 1, 2, 4, 8, 16 };
+static const long long kBins[] = {256, 4096, 65536, 262144, 1048576};
+static const char *const kDists[] = {"uniform", "skewed"};
+static const int kClusters[] = {1, 2, 4, 8, 16};
 static const int kSeedThreads = 256; /* the Guide leaves threads_per_block open */
 
 /* ---- kernels ------------------------------------------------------------ */
@@ -87,8 +87,8 @@ __global__ void global_atomic_hist(const int *samples, size_t n, unsigned *bins,
  * the benchmark does not run it. */
 namespace cg = cooperative_groups;
 
-__global__ void clusterHist_kernel(int *bins, const int nbins, const int bins_per_block,
-                                   const int *__restrict__ input, size_t array_size)
+__global__ void clusterHist_kernel(int *bins, const int nbins, const int bins_per_block, const int *__restrict__ input,
+                                   size_t array_size)
 {
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
   extern __shared__ int smem[];
@@ -177,8 +177,8 @@ static std::string seed_fit(const bench_device &d, size_t n, int nbins, int clus
   const long long smem = (long long)(nbins / cluster_size) * (long long)sizeof(int);
   if (smem > d.info.smem_optin)
     return "does not fit";
-  BENCH_CUDA(cudaFuncSetAttribute((const void *)clusterHist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)smem));
+  BENCH_CUDA(
+      cudaFuncSetAttribute((const void *)clusterHist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
   cudaLaunchAttribute attr[1];
   cudaLaunchConfig_t config = seed_config(n, nbins, cluster_size, attr);
   int clusters = 0;
@@ -252,11 +252,15 @@ static void plot(const bench_options &o, const bench_device &d, unsigned long lo
       return std::string(buf);
     };
     s += std::string("set title \"") + dist + "\"\n";
-    s += "plot \"hist.csv\" skip 1 using 2:" + col(9) + " with lines dt 2 lw 2 lc rgb \"#666666\" title \"read bandwidth\", \\\n";
+    s += "plot \"hist.csv\" skip 1 using 2:" + col(9) +
+         " with lines dt 2 lw 2 lc rgb \"#666666\" title \"read bandwidth\", \\\n";
     s += "     \"\" skip 1 using 2:" + col(4) + " with linespoints lw 2 pt 7 lc rgb \"#1b9e77\" title \"ktune\", \\\n";
-    s += "     \"\" skip 1 using 2:" + col(5) + " with linespoints pt 5 lc rgb \"#7570b3\" title \"CUB (drops out-of-range)\", \\\n";
-    s += "     \"\" skip 1 using 2:" + col(6) + " with linespoints pt 9 lc rgb \"#e7298a\" title \"global atomics\", \\\n";
-    s += "     \"\" skip 1 using 2:" + col(7) + " with linespoints pt 11 lc rgb \"#d95f02\" title \"seed (best cluster)\"\n";
+    s += "     \"\" skip 1 using 2:" + col(5) +
+         " with linespoints pt 5 lc rgb \"#7570b3\" title \"CUB (drops out-of-range)\", \\\n";
+    s += "     \"\" skip 1 using 2:" + col(6) +
+         " with linespoints pt 9 lc rgb \"#e7298a\" title \"global atomics\", \\\n";
+    s += "     \"\" skip 1 using 2:" + col(7) +
+         " with linespoints pt 11 lc rgb \"#d95f02\" title \"seed (best cluster)\"\n";
   }
   s += "unset multiplot\n";
   bench_plot(o.out, "hist", s);
@@ -276,9 +280,9 @@ int main(int argc, char **argv)
   const bench_device d = bench_device_open();
   kt_context *ctx = bench_open_ktune(o);
   const bench_flush flush = bench_flush_alloc(d);
-  const bench_reps reps = o.quick ? bench_reps{ 3, 10, 100.0 } : bench_reps{ 5, 30, 500.0 };
+  const bench_reps reps = o.quick ? bench_reps{3, 10, 100.0} : bench_reps{5, 30, 500.0};
   /* The seed can take seconds a run at many bins: fewer repetitions. */
-  const bench_reps seed_reps = o.quick ? bench_reps{ 2, 5, 100.0 } : bench_reps{ 3, 20, 300.0 };
+  const bench_reps seed_reps = o.quick ? bench_reps{2, 5, 100.0} : bench_reps{3, 20, 300.0};
   const unsigned long long n = o.quick ? 1ull << 24 : 1ull << 28;
   const long long max_bins = *std::max_element(std::begin(kBins), std::end(kBins));
 
@@ -321,8 +325,8 @@ int main(int argc, char **argv)
          "includes zeroing its bins\n\n",
          flush.bytes >> 20);
 
-  printf("%-8s %8s %8s %8s %8s %8s %-6s %7s %7s %-7s %s\n", "dist", "bins", "ktune", "CUB", "global", "seed",
-         "seed", "ktune/", "ktune/", "status", "ktune dispatched to");
+  printf("%-8s %8s %8s %8s %8s %8s %-6s %7s %7s %-7s %s\n", "dist", "bins", "ktune", "CUB", "global", "seed", "seed",
+         "ktune/", "ktune/", "status", "ktune dispatched to");
   printf("%-8s %8s %8s %8s %8s %8s %-6s %7s %7s\n", "", "", "GB/s", "GB/s", "GB/s", "GB/s", "best c", "read",
          "best bl");
 
@@ -333,7 +337,7 @@ int main(int argc, char **argv)
 
   void *d_temp = nullptr;
   size_t temp_bytes = 0;
-  kt_rng rng = { 0x6b74756e68697374ull };
+  kt_rng rng = {0x6b74756e68697374ull};
   std::vector<double> ratios;
   int failed = 0;
 
@@ -418,8 +422,8 @@ int main(int argc, char **argv)
             return (int)e;
           cudaLaunchAttribute attr[1];
           cudaLaunchConfig_t config = seed_config(n, nb, c, attr);
-          return (int)cudaLaunchKernelEx(&config, clusterHist_kernel, (int *)d_bins, nb, nb / c,
-                                         (const int *)d_samples, (size_t)n);
+          return (int)cudaLaunchKernelEx(&config, clusterHist_kernel, (int *)d_bins, nb, nb / c, (const int *)d_samples,
+                                         (size_t)n);
         };
         const bench_time_result t_sd = bench_time(run_seed, flush, seed_reps);
         if (!t_sd.ok) {
@@ -483,10 +487,10 @@ int main(int argc, char **argv)
       if (!ok)
         note_field = "ktune: " + kt_wrong + (note_field.empty() ? "" : "; " + note_field);
       std::replace(note_field.begin(), note_field.end(), ',', ';');
-      csv.row("%s,%lld,%llu,%.3f,%.3f,%.3f,%.3f,%d,%.3f,%.4f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%d,%s,%s", dist, nbins,
-              n, g_kt, g_cub, g_gl, seed_best, seed_best_c, read_gbps, over_read, over_base, seed_by_c[0],
-              seed_by_c[1], seed_by_c[2], seed_by_c[3], seed_by_c[4], choice.variant, choice.tuned,
-              ok ? "ok" : "FAILED", note_field.c_str());
+      csv.row("%s,%lld,%llu,%.3f,%.3f,%.3f,%.3f,%d,%.3f,%.4f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%d,%s,%s", dist, nbins, n,
+              g_kt, g_cub, g_gl, seed_best, seed_best_c, read_gbps, over_read, over_base, seed_by_c[0], seed_by_c[1],
+              seed_by_c[2], seed_by_c[3], seed_by_c[4], choice.variant, choice.tuned, ok ? "ok" : "FAILED",
+              note_field.c_str());
     }
   }
 

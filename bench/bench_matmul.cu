@@ -46,11 +46,11 @@ struct shape {
 /* MxNxK.  Square powers of two, flat and skinny shapes (small K, small M,
  * small N, huge K) and sizes that are no multiple of any tile. */
 static const shape kSuite[] = {
-  { 512, 512, 512 },     { 1024, 1024, 1024 },  { 2048, 2048, 2048 },   { 4096, 4096, 4096 },
-  { 8192, 8192, 8192 },  { 4096, 4096, 256 },   { 128, 8192, 8192 },    { 8192, 128, 8192 },
-  { 16384, 16384, 64 },  { 1000, 1000, 1000 },  { 4000, 4000, 4000 },   { 64, 64, 65536 },
+    {512, 512, 512},    {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
+    {8192, 8192, 8192}, {4096, 4096, 256},  {128, 8192, 8192},  {8192, 128, 8192},
+    {16384, 16384, 64}, {1000, 1000, 1000}, {4000, 4000, 4000}, {64, 64, 65536},
 };
-static const shape kQuickSuite[] = { { 1024, 1024, 1024 }, { 4096, 4096, 256 }, { 1000, 1000, 1000 } };
+static const shape kQuickSuite[] = {{1024, 1024, 1024}, {4096, 4096, 256}, {1000, 1000, 1000}};
 
 static const char *kSeedVariant = "matmul_bs16_pad0";
 
@@ -147,7 +147,7 @@ static void measure_dispatch(kt_context *ctx, const bench_device &d, const bench
   BENCH_CUDA(cudaMalloc(&A, sizeof(float) * M * K));
   BENCH_CUDA(cudaMalloc(&B, sizeof(float) * K * N));
   BENCH_CUDA(cudaMalloc(&C, sizeof(float) * M * N));
-  kt_rng rng = { 0x64697370ull };
+  kt_rng rng = {0x64697370ull};
   fill(A, (size_t)M * K, &rng, d);
   fill(B, (size_t)K * N, &rng, d);
 
@@ -239,7 +239,7 @@ int main(int argc, char **argv)
   const bench_device d = bench_device_open();
   kt_context *ctx = bench_open_ktune(o);
   const bench_flush flush = bench_flush_alloc(d);
-  const bench_reps reps = o.quick ? bench_reps{ 3, 10, 100.0 } : bench_reps{ 5, 50, 500.0 };
+  const bench_reps reps = o.quick ? bench_reps{3, 10, 100.0} : bench_reps{5, 50, 500.0};
 
   const kt_variant *seed = kt_registry_find(kSeedVariant);
   if (!seed) {
@@ -254,13 +254,12 @@ int main(int argc, char **argv)
   cublasMath_t mode;
   BENCH_CUBLAS(cublasGetMathMode(h, &mode));
   if (mode != CUBLAS_DEFAULT_MATH) {
-    fprintf(stderr, "cuBLAS math mode is %d, not CUBLAS_DEFAULT_MATH: the comparison would not be fp32\n",
-            (int)mode);
+    fprintf(stderr, "cuBLAS math mode is %d, not CUBLAS_DEFAULT_MATH: the comparison would not be fp32\n", (int)mode);
     return 1;
   }
   printf("cuBLAS %d: math mode CUBLAS_DEFAULT_MATH (fp32; TF32 and emulation off)\n", cublas_version);
   /* These switch fp32 GEMM to other arithmetic behind the math mode's back. */
-  for (const char *env : { "NVIDIA_TF32_OVERRIDE", "CUBLAS_EMULATE_SINGLE_PRECISION", "CUBLAS_EMULATION_STRATEGY" })
+  for (const char *env : {"NVIDIA_TF32_OVERRIDE", "CUBLAS_EMULATE_SINGLE_PRECISION", "CUBLAS_EMULATION_STRATEGY"})
     if (getenv(env))
       printf("  note: %s=%s is set in the environment\n", env, getenv(env));
   printf("seed: %s, launched through its registry launcher\n", seed->name);
@@ -280,10 +279,10 @@ int main(int argc, char **argv)
                 "variant,tuned,rel_err_ktune,rel_err_seed,bound,status");
   printf("%-18s %9s %9s %9s %9s  %-9s %-9s %-9s %-7s %s\n", "shape MxNxK", "ktune", "cuBLAS", "seed", "ktune/", "err",
          "err", "bound", "status", "ktune dispatched to");
-  printf("%-18s %9s %9s %9s %9s  %-9s %-9s %-9s %-7s\n", "", "TFLOP/s", "TFLOP/s", "TFLOP/s", "cuBLAS", "ktune",
-         "seed", "", "");
+  printf("%-18s %9s %9s %9s %9s  %-9s %-9s %-9s %-7s\n", "", "TFLOP/s", "TFLOP/s", "TFLOP/s", "cuBLAS", "ktune", "seed",
+         "", "");
 
-  kt_rng rng = { 0x6b74756e6d6d0001ull };
+  kt_rng rng = {0x6b74756e6d6d0001ull};
   double *scratch;
   BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
   std::vector<double> ratios;

@@ -12,13 +12,13 @@
 
 #include "ktune.h"
 
-#define CHECK_CUDA(x)                                                                 \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
+#define CHECK_CUDA(x)                                                                     \
+  do {                                                                                    \
+    cudaError_t e_ = (x);                                                                 \
+    if (e_ != cudaSuccess) {                                                              \
       fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      return 1;                                                                       \
-    }                                                                                 \
+      return 1;                                                                           \
+    }                                                                                     \
   } while (0)
 
 static float frand(unsigned *s)

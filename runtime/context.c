@@ -25,7 +25,7 @@
 
 struct kt_context {
   kt_device_info dev;
-  int described;         /* no real device behind it (tests, tools) */
+  int described; /* no real device behind it (tests, tools) */
   kt_tuned *tuned;
   int ntuned;
   kt_log_fn log;
@@ -149,8 +149,7 @@ static int finish_open(kt_context **out, const kt_device_info *dev, int describe
     rc = kt_db_load(db, dev->fingerprint, kt_registry_generator_version, &c->tuned, &c->ntuned, err, sizeof err);
   kt_db_close(db);
   if (rc != KT_OK)
-    logf_(c, KT_LOG_WARN, "ktune: tuning database %s: %s (%s); using the default variants", path, kt_strerror(rc),
-          err);
+    logf_(c, KT_LOG_WARN, "ktune: tuning database %s: %s (%s); using the default variants", path, kt_strerror(rc), err);
   else
     logf_(c, KT_LOG_INFO, "ktune: %d tuned problems for %s from %s", c->ntuned, dev->fingerprint, path);
   if ((rc = live_add(c)) != KT_OK) {
@@ -305,8 +304,8 @@ static void fill_choice(kt_choice *out, const kt_variant *v, const kt_tuned *t, 
   snprintf(out->reason, sizeof out->reason, "%s", why);
 }
 
-static const kt_variant *default_variant(const kt_context *c, kt_family f, int (*serves)(const kt_variant *, const void *),
-                                         const void *call)
+static const kt_variant *default_variant(const kt_context *c, kt_family f,
+                                         int (*serves)(const kt_variant *, const void *), const void *call)
 {
   const kt_variant *best = NULL;
   for (int i = 0; i < kt_registry_count; ++i) {
@@ -360,8 +359,9 @@ static const kt_variant *choose(const kt_context *c, kt_family f, const kt_tuned
   }
   const kt_variant *v = default_variant(c, f, serves, call);
   if (v && out) {
-    snprintf(why, sizeof why, "default: %s", t ? "no tuned variant of the nearest problem can serve this call"
-                                                : "no tuned problem for this device in the database");
+    snprintf(why, sizeof why, "default: %s",
+             t ? "no tuned variant of the nearest problem can serve this call"
+               : "no tuned problem for this device in the database");
     fill_choice(out, v, NULL, why);
   }
   return v;
@@ -371,14 +371,14 @@ static const kt_variant *choose_matmul(const kt_context *c, long long M, long lo
                                        long long lda, const void *B, long long ldb, const void *C, long long ldc,
                                        kt_choice *out)
 {
-  matmul_call call = { c, A, B, C, lda, ldb, ldc };
+  matmul_call call = {c, A, B, C, lda, ldb, ldc};
   const kt_tuned *t = kt_dispatch_nearest_matmul(c->tuned, c->ntuned, M, N, K);
   return choose(c, KT_FAMILY_MATMUL, t, serves_matmul, &call, out);
 }
 
 static const kt_variant *choose_hist(const kt_context *c, long long nbins, unsigned long long n, kt_choice *out)
 {
-  hist_call call = { c, nbins };
+  hist_call call = {c, nbins};
   const kt_tuned *t = kt_dispatch_nearest_hist(c->tuned, c->ntuned, nbins, (long long)n);
   return choose(c, KT_FAMILY_HIST, t, serves_hist, &call, out);
 }
@@ -435,8 +435,8 @@ int kt_histogram_choice(kt_context *c, const int32_t *samples, uint64_t n, const
   return choose_hist(c, nbins, n, out) ? KT_OK : KT_ERR_NO_VARIANT;
 }
 
-int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
-              const float *B, int64_t ldb, float beta, float *C, int64_t ldc, kt_stream stream)
+int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
+              int64_t ldb, float beta, float *C, int64_t ldc, kt_stream stream)
 {
   int rc = live_check(c);
   if (rc == KT_OK)
@@ -448,12 +448,11 @@ int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const
   const kt_variant *v = choose_matmul(c, M, N, K, A, lda, B, ldb, C, ldc, NULL);
   if (!v)
     return KT_ERR_NO_VARIANT;
-  kt_matmul_args a = { (int)M, (int)N, (int)K, alpha, beta, A, B, C, lda, ldb, ldc, c->dev.sm_count, c->pool };
+  kt_matmul_args a = {(int)M, (int)N, (int)K, alpha, beta, A, B, C, lda, ldb, ldc, c->dev.sm_count, c->pool};
   return launch(c, v, &a, stream);
 }
 
-int kt_histogram(kt_context *c, const int32_t *samples, uint64_t n, uint32_t *bins, int64_t nbins,
-                 kt_stream stream)
+int kt_histogram(kt_context *c, const int32_t *samples, uint64_t n, uint32_t *bins, int64_t nbins, kt_stream stream)
 {
   int rc = live_check(c);
   if (rc == KT_OK)
@@ -465,7 +464,6 @@ int kt_histogram(kt_context *c, const int32_t *samples, uint64_t n, uint32_t *bi
   const kt_variant *v = choose_hist(c, nbins, n, NULL);
   if (!v)
     return KT_ERR_NO_VARIANT;
-  kt_hist_args a = { (const int *)samples, n, bins, (int)nbins, c->dev.sm_count, c->dev.smem_per_sm,
-                     c->dev.smem_optin };
+  kt_hist_args a = {(const int *)samples, n, bins, (int)nbins, c->dev.sm_count, c->dev.smem_per_sm, c->dev.smem_optin};
   return launch(c, v, &a, stream);
 }

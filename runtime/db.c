@@ -29,26 +29,26 @@ struct kt_db {
 };
 
 static const char *SCHEMA =
-  "CREATE TABLE IF NOT EXISTS devices ("
-  "  fingerprint TEXT PRIMARY KEY, name TEXT NOT NULL, cc INTEGER NOT NULL, sm_count INTEGER NOT NULL,"
-  "  mem_bytes INTEGER NOT NULL, driver_version INTEGER, runtime_version INTEGER,"
-  "  last_seen TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')));"
-  "CREATE TABLE IF NOT EXISTS measurements ("
-  "  id INTEGER PRIMARY KEY, device TEXT NOT NULL, generator_version TEXT NOT NULL,"
-  "  family TEXT NOT NULL, problem TEXT NOT NULL, dist TEXT NOT NULL DEFAULT '',"
-  "  m INTEGER, n INTEGER, k INTEGER, nbins INTEGER, nsamples INTEGER,"
-  "  variant TEXT NOT NULL, source_hash TEXT NOT NULL,"
-  "  status TEXT NOT NULL CHECK (status IN ('ok','wrong','launch_failed','timed_out','skipped')),"
-  "  reason TEXT NOT NULL DEFAULT '', time_ms REAL, rate REAL, max_err REAL, reps INTEGER,"
-  "  measured_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')));"
-  "CREATE INDEX IF NOT EXISTS measurements_by_problem"
-  "  ON measurements (device, generator_version, family, problem);"
-  "CREATE TABLE IF NOT EXISTS winners ("
-  "  device TEXT NOT NULL, generator_version TEXT NOT NULL, family TEXT NOT NULL, problem TEXT NOT NULL,"
-  "  rank INTEGER NOT NULL, m INTEGER, n INTEGER, k INTEGER, nbins INTEGER, nsamples INTEGER,"
-  "  variant TEXT NOT NULL, source_hash TEXT NOT NULL, time_ms REAL NOT NULL, rate REAL,"
-  "  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
-  "  PRIMARY KEY (device, generator_version, family, problem, rank));";
+    "CREATE TABLE IF NOT EXISTS devices ("
+    "  fingerprint TEXT PRIMARY KEY, name TEXT NOT NULL, cc INTEGER NOT NULL, sm_count INTEGER NOT NULL,"
+    "  mem_bytes INTEGER NOT NULL, driver_version INTEGER, runtime_version INTEGER,"
+    "  last_seen TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')));"
+    "CREATE TABLE IF NOT EXISTS measurements ("
+    "  id INTEGER PRIMARY KEY, device TEXT NOT NULL, generator_version TEXT NOT NULL,"
+    "  family TEXT NOT NULL, problem TEXT NOT NULL, dist TEXT NOT NULL DEFAULT '',"
+    "  m INTEGER, n INTEGER, k INTEGER, nbins INTEGER, nsamples INTEGER,"
+    "  variant TEXT NOT NULL, source_hash TEXT NOT NULL,"
+    "  status TEXT NOT NULL CHECK (status IN ('ok','wrong','launch_failed','timed_out','skipped')),"
+    "  reason TEXT NOT NULL DEFAULT '', time_ms REAL, rate REAL, max_err REAL, reps INTEGER,"
+    "  measured_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')));"
+    "CREATE INDEX IF NOT EXISTS measurements_by_problem"
+    "  ON measurements (device, generator_version, family, problem);"
+    "CREATE TABLE IF NOT EXISTS winners ("
+    "  device TEXT NOT NULL, generator_version TEXT NOT NULL, family TEXT NOT NULL, problem TEXT NOT NULL,"
+    "  rank INTEGER NOT NULL, m INTEGER, n INTEGER, k INTEGER, nbins INTEGER, nsamples INTEGER,"
+    "  variant TEXT NOT NULL, source_hash TEXT NOT NULL, time_ms REAL NOT NULL, rate REAL,"
+    "  updated_at TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ','now')),"
+    "  PRIMARY KEY (device, generator_version, family, problem, rank));";
 
 static int fail(char *err, size_t len, int code, const char *what, sqlite3 *h)
 {
@@ -85,8 +85,7 @@ static int inspect(sqlite3 *h, char *err, size_t len)
   if (app == 0 && ver == 0 && tables == 0)
     return 0;
   if (app != KT_DB_APPLICATION_ID) {
-    snprintf(err, len, "an SQLite database of another application (application_id %lld, %lld tables)", app,
-             tables);
+    snprintf(err, len, "an SQLite database of another application (application_id %lld, %lld tables)", app, tables);
     return KT_ERR_DB_FOREIGN;
   }
   if (ver > KT_DB_SCHEMA_VERSION) {
@@ -157,8 +156,7 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
       char sql[128];
       snprintf(sql, sizeof sql, "PRAGMA application_id=%d; PRAGMA user_version=%d;", KT_DB_APPLICATION_ID,
                KT_DB_SCHEMA_VERSION);
-      if (sqlite3_exec(h, SCHEMA, NULL, NULL, &msg) != SQLITE_OK ||
-          sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
+      if (sqlite3_exec(h, SCHEMA, NULL, NULL, &msg) != SQLITE_OK || sqlite3_exec(h, sql, NULL, NULL, &msg) != SQLITE_OK)
         state = KT_ERR_DB_WRITE;
     }
     if (state < 0 || state > 1 || sqlite3_exec(h, "COMMIT", NULL, NULL, &msg) != SQLITE_OK) {
@@ -306,9 +304,9 @@ out:
 /* Per variant, while ranking one problem. */
 typedef struct cand {
   const kt_variant *v;
-  double log_sum;   /* sum over distributions of log(time) */
-  int ndist;        /* distributions with an ok time */
-  int wrong;        /* ever measured wrong with this source */
+  double log_sum; /* sum over distributions of log(time) */
+  int ndist;      /* distributions with an ok time */
+  int wrong;      /* ever measured wrong with this source */
   double rate_sum;
   char dist_seen[4][16];
 } cand;
@@ -322,8 +320,7 @@ static int cmp_cand(const void *a, const void *b)
   return strcmp(x->v->name, y->v->name);
 }
 
-int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err,
-               size_t errlen)
+int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err, size_t errlen)
 {
   if (db->mode != KT_DB_WRITE)
     return -fail(err, errlen, KT_ERR_DB_WRITE, "database opened read-only", NULL);
@@ -400,8 +397,7 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
       c[kept++] = c[i];
   qsort(c, (size_t)kept, sizeof *c, cmp_cand);
 
-  if (sqlite3_prepare_v2(db->h,
-                         "DELETE FROM winners WHERE device=? AND generator_version=? AND family=? AND problem=?",
+  if (sqlite3_prepare_v2(db->h, "DELETE FROM winners WHERE device=? AND generator_version=? AND family=? AND problem=?",
                          -1, &st, NULL) != SQLITE_OK) {
     rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
     goto out;

@@ -69,8 +69,8 @@ static int aligned(const void *p, int floats)
   return ((uintptr_t)p % ((uintptr_t)floats * 4u)) == 0;
 }
 
-int kt_variant_serves_matmul(const kt_variant *v, const kt_device_info *d, const void *A, long long lda,
-                             const void *B, long long ldb, const void *C, long long ldc)
+int kt_variant_serves_matmul(const kt_variant *v, const kt_device_info *d, const void *A, long long lda, const void *B,
+                             long long ldb, const void *C, long long ldc)
 {
   if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, d))
     return 0;

@@ -24,15 +24,15 @@ extern "C" {
 typedef struct kt_device_info {
   int ordinal;
   char name[256];
-  int cc;                 /* compute capability x 10 */
+  int cc; /* compute capability x 10 */
   int sm_count;
-  int smem_per_sm;        /* bytes */
-  int smem_optin;         /* most shared memory one block may opt in to */
+  int smem_per_sm; /* bytes */
+  int smem_optin;  /* most shared memory one block may opt in to */
   int max_threads_per_sm;
-  int cluster_launch;     /* 1 when thread-block clusters are supported */
+  int cluster_launch; /* 1 when thread-block clusters are supported */
   unsigned long long mem_bytes;
   int driver_version, runtime_version;
-  char fingerprint[384];  /* the database's device key */
+  char fingerprint[384]; /* the database's device key */
 } kt_device_info;
 
 /* Query a device (-1 = the current one).  KT_ERR_NO_DEVICE without a GPU or
@@ -50,10 +50,10 @@ KT_INTERNAL void *kt_device_pool(int ordinal);
 
 typedef struct kt_problem {
   kt_family family;
-  long long m, n, k;      /* matmul */
-  long long nbins;        /* hist */
-  long long nsamples;     /* hist */
-  char dist[16];          /* hist input distribution for measurements, "" for winners */
+  long long m, n, k;  /* matmul */
+  long long nbins;    /* hist */
+  long long nsamples; /* hist */
+  char dist[16];      /* hist input distribution for measurements, "" for winners */
 } kt_problem;
 
 /* "4096x4096x4096" or "nbins=65536 n=268435456"; with_dist adds " dist=skewed". */
@@ -94,25 +94,25 @@ typedef struct kt_measurement {
   kt_problem problem;
   const char *variant;
   const char *source_hash;
-  const char *status;    /* ok | wrong | launch_failed | timed_out | skipped */
-  const char *reason;    /* "" when ok */
-  double time_ms;        /* median, when ok */
-  double rate;           /* GFLOP/s (matmul) or GB/s (hist), when ok */
-  double max_err;        /* matmul: worst error / bound; hist: wrong bins */
+  const char *status; /* ok | wrong | launch_failed | timed_out | skipped */
+  const char *reason; /* "" when ok */
+  double time_ms;     /* median, when ok */
+  double rate;        /* GFLOP/s (matmul) or GB/s (hist), when ok */
+  double max_err;     /* matmul: worst error / bound; hist: wrong bins */
   int reps;
 } kt_measurement;
 
 /* Record the device and n measurements in one transaction. */
-KT_INTERNAL int kt_db_record(kt_db *db, const kt_device_info *dev, const char *gen_version,
-                             const kt_measurement *m, int n, char *err, size_t errlen);
+KT_INTERNAL int kt_db_record(kt_db *db, const kt_device_info *dev, const char *gen_version, const kt_measurement *m,
+                             int n, char *err, size_t errlen);
 
 /* Recompute the ranking (winner first) of problem p for this device and
  * generator from every ok measurement whose variant and source hash are in
  * this build's registry.  Hist problems rank by the geometric mean of the
  * time over the input distributions, counting only variants measured ok on
  * all of them.  Returns the number ranked, or a negative KT_ERR_*. */
-KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p,
-                           char *err, size_t errlen);
+KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err,
+                           size_t errlen);
 
 typedef struct kt_tuned {
   kt_problem problem;
@@ -120,7 +120,7 @@ typedef struct kt_tuned {
   int count;
   const kt_variant *ranked[24]; /* fastest first; only those in this build */
   double best_ms;
-  double log_shape[3];          /* ln(m, n, k) or ln(nbins, nsamples, -), for dispatch */
+  double log_shape[3]; /* ln(m, n, k) or ln(nbins, nsamples, -), for dispatch */
 } kt_tuned;
 
 /* Load the ranked winners for a device and generator version.  *out is

@@ -44,9 +44,9 @@ typedef struct kt_hist_args {
   unsigned long long n;
   unsigned int *bins;
   int nbins;
-  int sm_count;       /* multiprocessors, for the persistent grid */
-  int smem_per_sm;    /* shared memory per multiprocessor, bytes */
-  int smem_optin;     /* most dynamic shared memory one block may opt in to */
+  int sm_count;    /* multiprocessors, for the persistent grid */
+  int smem_per_sm; /* shared memory per multiprocessor, bytes */
+  int smem_optin;  /* most dynamic shared memory one block may opt in to */
 } kt_hist_args;
 
 typedef int (*kt_launch_fn)(const void *args, cudaStream_t stream);
@@ -57,10 +57,10 @@ typedef struct kt_param {
 } kt_param;
 
 typedef struct kt_variant {
-  const char *name;        /* file, kernel symbol, registry and database key */
+  const char *name; /* file, kernel symbol, registry and database key */
   kt_family family;
-  const char *algo;        /* the kernel within its family's template */
-  const kt_param *params;  /* parameter values, in the space's order */
+  const char *algo;       /* the kernel within its family's template */
+  const kt_param *params; /* parameter values, in the space's order */
   int nparams;
   int threads;             /* per block */
   int cluster;             /* blocks per cluster; 1 = no cluster launch */

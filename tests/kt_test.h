@@ -258,7 +258,8 @@ static inline kt_measurement kt_test_measure(const kt_variant *v, kt_problem p, 
 }
 
 /* Record measurements and rank p, for dev and this build's generator. */
-static inline int kt_test_tune(const char *path, const kt_device_info *dev, const kt_measurement *m, int n, kt_problem p)
+static inline int kt_test_tune(const char *path, const kt_device_info *dev, const kt_measurement *m, int n,
+                               kt_problem p)
 {
   kt_db *db = NULL;
   char err[512] = "";

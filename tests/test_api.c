@@ -184,7 +184,7 @@ Test(api, matmul_leading_dimensions_below_the_row)
   expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 48, A, 48, B, 31, C, 32); /* ldb < N */
   expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 48, A, 48, B, 32, C, 31); /* ldc < N */
   expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 48, A, -48, B, 32, C, 32);
-  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 32, 48, A, 48, B, 32, C, 32); /* equal is fine */
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 32, 48, A, 48, B, 32, C, 32);    /* equal is fine */
   expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 32, 48, A, 1000, B, 999, C, 33); /* larger too */
 }
 
@@ -292,8 +292,8 @@ Test(api, every_status_has_its_own_message)
 {
 #define KT_TEST_CODE(name, value, msg) value,
 #define KT_TEST_MSG(name, value, msg) msg,
-  const int codes[] = { KT_STATUS_TABLE(KT_TEST_CODE) };
-  const char *msgs[] = { KT_STATUS_TABLE(KT_TEST_MSG) };
+  const int codes[] = {KT_STATUS_TABLE(KT_TEST_CODE)};
+  const char *msgs[] = {KT_STATUS_TABLE(KT_TEST_MSG)};
 #undef KT_TEST_CODE
 #undef KT_TEST_MSG
   const int n = (int)(sizeof codes / sizeof codes[0]);
@@ -312,7 +312,7 @@ Test(api, every_status_has_its_own_message)
 
 Test(api, unknown_status_has_a_message)
 {
-  const int unknown[] = { -1, KT_ERR_UNKNOWN_VARIANT + 1, 1000, INT_MIN, INT_MAX };
+  const int unknown[] = {-1, KT_ERR_UNKNOWN_VARIANT + 1, 1000, INT_MIN, INT_MAX};
   for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; ++i) {
     const char *m = kt_strerror(unknown[i]);
     cr_assert_not_null(m, "code %d", unknown[i]);

@@ -41,13 +41,13 @@ static void assert_refused_untouched(const char *path, int want)
   size_t before_len, after_len;
   unsigned char *before = kt_test_slurp(path, &before_len);
   int entries = kt_test_dir_entries();
-  const int modes[] = { KT_DB_READ, KT_DB_WRITE };
+  const int modes[] = {KT_DB_READ, KT_DB_WRITE};
   for (int i = 0; i < 2; ++i) {
     kt_db *db = (kt_db *)(uintptr_t)8; /* kt_db_open must reset it to NULL */
     err[0] = '\0';
     int rc = kt_db_open(&db, path, modes[i], err, sizeof err);
-    cr_assert_eq(rc, want, "%s mode: got %d (%s), want %d (%s): %s", modes[i] ? "write" : "read", rc,
-                 kt_strerror(rc), want, kt_strerror(want), err);
+    cr_assert_eq(rc, want, "%s mode: got %d (%s), want %d (%s): %s", modes[i] ? "write" : "read", rc, kt_strerror(rc),
+                 want, kt_strerror(want), err);
     cr_assert_null(db, "a refused open must leave *db NULL");
     cr_assert_neq(err[0], '\0', "a refused open must say why");
   }
@@ -165,7 +165,7 @@ Test(db, ranking_orders_by_time_and_loads_back)
   kt_test_path(path, sizeof path, "tune.db");
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   kt_problem p = kt_test_matmul_problem(1024, 2048, 512);
-  const double times[] = { 3.0, 1.25, 5.5, 0.75, 2.0 }; /* not in order */
+  const double times[] = {3.0, 1.25, 5.5, 0.75, 2.0}; /* not in order */
   enum { NV = sizeof times / sizeof times[0] };
   const kt_variant *v[NV];
   kt_measurement m[NV];
@@ -183,7 +183,7 @@ Test(db, ranking_orders_by_time_and_loads_back)
   cr_assert_eq(t[0].problem.k, 512);
   cr_assert_str_eq(t[0].key, "1024x2048x512");
   cr_assert_eq(t[0].count, NV);
-  const int order[NV] = { 3, 1, 4, 0, 2 }; /* indices of times, fastest first */
+  const int order[NV] = {3, 1, 4, 0, 2}; /* indices of times, fastest first */
   for (int i = 0; i < NV; ++i)
     cr_assert_eq(t[0].ranked[i], v[order[i]], "rank %d: got %s, want %s", i + 1, t[0].ranked[i]->name,
                  v[order[i]]->name);
@@ -200,10 +200,10 @@ Test(db, reranking_replaces_the_old_ranking)
   kt_problem p = kt_test_matmul_problem(512, 512, 512);
   const kt_variant *a = kt_test_need(kt_test_is_matmul, 0, "matmul");
   const kt_variant *b = kt_test_need(kt_test_is_matmul, 1, "matmul");
-  kt_measurement m1[] = { kt_test_measure(a, p, "ok", 1.0), kt_test_measure(b, p, "ok", 2.0) };
+  kt_measurement m1[] = {kt_test_measure(a, p, "ok", 1.0), kt_test_measure(b, p, "ok", 2.0)};
   cr_assert_eq(kt_test_tune(path, &dev, m1, 2, p), 2);
   /* A newer measurement of b is faster: it takes b's place. */
-  kt_measurement m2[] = { kt_test_measure(b, p, "ok", 0.5) };
+  kt_measurement m2[] = {kt_test_measure(b, p, "ok", 0.5)};
   cr_assert_eq(kt_test_tune(path, &dev, m2, 1, p), 2);
   kt_tuned *t = NULL;
   cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
@@ -224,10 +224,10 @@ Test(db, wrong_results_never_rank_even_when_fastest)
   const kt_variant *bad = kt_test_need(kt_test_is_matmul, 0, "matmul");
   const kt_variant *good = kt_test_need(kt_test_is_matmul, 1, "matmul");
   kt_measurement m[] = {
-    kt_test_measure(bad, p, "ok", 0.1),
-    kt_test_measure(bad, p, "wrong", 0.1),
-    kt_test_measure(bad, p, "ok", 0.1), /* newest, still excluded */
-    kt_test_measure(good, p, "ok", 1.0),
+      kt_test_measure(bad, p, "ok", 0.1),
+      kt_test_measure(bad, p, "wrong", 0.1),
+      kt_test_measure(bad, p, "ok", 0.1), /* newest, still excluded */
+      kt_test_measure(good, p, "ok", 1.0),
   };
   cr_assert_eq(kt_test_tune(path, &dev, m, 4, p), 1);
   kt_tuned *t = NULL;
@@ -249,10 +249,10 @@ Test(db, failed_launches_timeouts_and_skips_are_recorded_but_never_rank)
   const kt_variant *ok = kt_test_need(kt_test_is_matmul, 3, "matmul");
   /* Times that would win if failed rows counted. */
   kt_measurement m[] = {
-    kt_test_measure(lf, p, "launch_failed", 0.01),
-    kt_test_measure(to, p, "timed_out", 0.01),
-    kt_test_measure(sk, p, "skipped", 0.01),
-    kt_test_measure(ok, p, "ok", 9.0),
+      kt_test_measure(lf, p, "launch_failed", 0.01),
+      kt_test_measure(to, p, "timed_out", 0.01),
+      kt_test_measure(sk, p, "skipped", 0.01),
+      kt_test_measure(ok, p, "ok", 9.0),
   };
   cr_assert_eq(kt_test_tune(path, &dev, m, 4, p), 1);
   cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 4);
@@ -278,10 +278,8 @@ Test(db, measurement_with_stale_source_hash_never_ranks)
   const kt_variant *b = kt_test_need(kt_test_is_matmul, 1, "matmul");
   const kt_variant *c = kt_test_need(kt_test_is_matmul, 2, "matmul");
   kt_measurement m[] = {
-    kt_test_measure(a, p, "ok", 2.0),
-    kt_test_measure(a, p, "ok", 0.1), /* newest and fastest, but a stale build */
-    kt_test_measure(b, p, "ok", 1.0),
-    kt_test_measure(c, p, "ok", 0.2), /* only ever measured stale */
+      kt_test_measure(a, p, "ok", 2.0), kt_test_measure(a, p, "ok", 0.1), /* newest and fastest, but a stale build */
+      kt_test_measure(b, p, "ok", 1.0), kt_test_measure(c, p, "ok", 0.2), /* only ever measured stale */
   };
   m[1].source_hash = "0000000000000000";
   m[3].source_hash = "ffffffffffffffff";
@@ -305,7 +303,7 @@ Test(db, winner_with_stale_source_hash_is_not_loaded)
   kt_problem p = kt_test_matmul_problem(1024, 1024, 1024);
   const kt_variant *a = kt_test_need(kt_test_is_matmul, 0, "matmul");
   const kt_variant *b = kt_test_need(kt_test_is_matmul, 1, "matmul");
-  kt_measurement m[] = { kt_test_measure(a, p, "ok", 0.5), kt_test_measure(b, p, "ok", 1.0) };
+  kt_measurement m[] = {kt_test_measure(a, p, "ok", 0.5), kt_test_measure(b, p, "ok", 1.0)};
   cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
   /* As if a was regenerated after the ranking was written. */
   char sql[256];
@@ -382,11 +380,10 @@ Test(db, hist_ranks_by_geometric_mean_over_distributions)
   /* geometric means: x 3, y 4, z sqrt(50) ~ 7.07.  The arithmetic mean
    * would put y first (4 < 5); the best single time would put z first. */
   kt_measurement m[] = {
-    kt_test_measure(x, pu, "ok", 1.0), kt_test_measure(x, ps, "ok", 9.0),
-    kt_test_measure(y, pu, "ok", 4.0), kt_test_measure(y, ps, "ok", 4.0),
-    kt_test_measure(z, pu, "ok", 0.5), kt_test_measure(z, ps, "ok", 100.0),
-    kt_test_measure(w, pu, "ok", 0.1), /* fastest, but never measured skewed */
-    kt_test_measure(w, ps, "timed_out", 0),
+      kt_test_measure(x, pu, "ok", 1.0),      kt_test_measure(x, ps, "ok", 9.0), kt_test_measure(y, pu, "ok", 4.0),
+      kt_test_measure(y, ps, "ok", 4.0),      kt_test_measure(z, pu, "ok", 0.5), kt_test_measure(z, ps, "ok", 100.0),
+      kt_test_measure(w, pu, "ok", 0.1), /* fastest, but never measured skewed */
+      kt_test_measure(w, ps, "timed_out", 0),
   };
   kt_problem p = kt_test_hist_problem(4096, 1 << 24, "");
   cr_assert_eq(kt_test_tune(path, &dev, m, (int)(sizeof m / sizeof m[0]), p), 3);
@@ -458,8 +455,8 @@ static int record_many(int i, const void *arg)
   kt_problem p = kt_test_matmul_problem(1000 + i, 1000, 1000);
   int rc = 0;
   for (int t = 0; t < TRANSACTIONS && rc == 0; ++t) {
-    kt_measurement m[2] = { kt_test_measure(&kt_registry[0], p, "ok", 1.0 + t),
-                            kt_test_measure(&kt_registry[1], p, "ok", 2.0 + t) };
+    kt_measurement m[2] = {kt_test_measure(&kt_registry[0], p, "ok", 1.0 + t),
+                           kt_test_measure(&kt_registry[1], p, "ok", 2.0 + t)};
     if (kt_db_record(db, &dev, kt_registry_generator_version, m, 2, e, sizeof e) != KT_OK)
       rc = 11;
   }
@@ -516,8 +513,7 @@ Test(db, read_only_database_refuses_writes)
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
   kt_measurement m = kt_test_measure(&kt_registry[0], p, "ok", 1.0);
   cr_assert_eq(kt_db_record(db, &dev, kt_registry_generator_version, &m, 1, err, sizeof err), KT_ERR_DB_WRITE);
-  cr_assert_eq(kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &p, err, sizeof err),
-               -KT_ERR_DB_WRITE);
+  cr_assert_eq(kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &p, err, sizeof err), -KT_ERR_DB_WRITE);
   kt_db_close(db);
   cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 0);
 }

@@ -58,8 +58,8 @@ static kt_tuned other_family(kt_tuned t)
 
 Test(dispatch, nearest_matmul_is_least_sum_of_squared_log_ratios)
 {
-  kt_tuned t[4] = { other_family(tuned_matmul(1000, 1000, 1000)), tuned_matmul(1024, 1024, 1024),
-                    tuned_matmul(4096, 4096, 4096), tuned_matmul(128, 8192, 8192) };
+  kt_tuned t[4] = {other_family(tuned_matmul(1000, 1000, 1000)), tuned_matmul(1024, 1024, 1024),
+                   tuned_matmul(4096, 4096, 4096), tuned_matmul(128, 8192, 8192)};
   cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 1000, 1000, 1000), &t[1]);
   cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 4000, 4000, 4000), &t[2]);
   cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 100, 8000, 9000), &t[3]);
@@ -73,13 +73,13 @@ Test(dispatch, nearest_matmul_squares_each_log_ratio)
   /* The call is ln 2 away from t[0] in each of M, N, K (sum of squares
    * 3 ln^2 2) and 2 ln 2 away from t[1] in M only (4 ln^2 2): t[0] is
    * nearer by squares, t[1] by plain sums of |log ratios|. */
-  kt_tuned t[2] = { tuned_matmul(1024, 1024, 1024), tuned_matmul(8192, 2048, 2048) };
+  kt_tuned t[2] = {tuned_matmul(1024, 1024, 1024), tuned_matmul(8192, 2048, 2048)};
   cr_assert_eq(kt_dispatch_nearest_matmul(t, 2, 2048, 2048, 2048), &t[0]);
 }
 
 Test(dispatch, nearest_matmul_keeps_m_n_and_k_apart)
 {
-  kt_tuned t[3] = { tuned_matmul(4096, 256, 4096), tuned_matmul(4096, 4096, 256), tuned_matmul(256, 4096, 4096) };
+  kt_tuned t[3] = {tuned_matmul(4096, 256, 4096), tuned_matmul(4096, 4096, 256), tuned_matmul(256, 4096, 4096)};
   cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 4000, 250, 4000), &t[0]);
   cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 4000, 4000, 250), &t[1]);
   cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 250, 4000, 4000), &t[2]);
@@ -87,15 +87,15 @@ Test(dispatch, nearest_matmul_keeps_m_n_and_k_apart)
 
 Test(dispatch, nearest_matmul_is_null_without_matmul_entries)
 {
-  kt_tuned t[2] = { tuned_hist(256, 1 << 20), other_family(tuned_matmul(1024, 1024, 1024)) };
+  kt_tuned t[2] = {tuned_hist(256, 1 << 20), other_family(tuned_matmul(1024, 1024, 1024))};
   cr_assert_null(kt_dispatch_nearest_matmul(t, 2, 1024, 1024, 1024));
   cr_assert_null(kt_dispatch_nearest_matmul(NULL, 0, 1024, 1024, 1024));
 }
 
 Test(dispatch, nearest_hist_is_least_log_ratio_of_nbins)
 {
-  kt_tuned t[4] = { other_family(tuned_hist(3000, 1 << 20)), tuned_hist(256, 1 << 20), tuned_hist(65536, 1 << 20),
-                    tuned_hist(1 << 20, 1 << 20) };
+  kt_tuned t[4] = {other_family(tuned_hist(3000, 1 << 20)), tuned_hist(256, 1 << 20), tuned_hist(65536, 1 << 20),
+                   tuned_hist(1 << 20, 1 << 20)};
   cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 256, 1 << 20), &t[1]);
   cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 1000, 1 << 20), &t[1]);
   cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 3000, 1 << 20), &t[1]);
@@ -108,13 +108,13 @@ Test(dispatch, nearest_hist_is_least_log_ratio_of_nbins)
 Test(dispatch, nearest_hist_prefers_bins_over_samples)
 {
   /* t[0] has the call's n exactly; t[1] has its nbins: nbins decides. */
-  kt_tuned t[2] = { tuned_hist(1024, 1000), tuned_hist(1000, 1000000000) };
+  kt_tuned t[2] = {tuned_hist(1024, 1000), tuned_hist(1000, 1000000000)};
   cr_assert_eq(kt_dispatch_nearest_hist(t, 2, 1000, 1000), &t[1]);
 }
 
 Test(dispatch, nearest_hist_breaks_ties_by_samples)
 {
-  kt_tuned t[3] = { tuned_hist(4096, 1 << 20), tuned_hist(4096, 1 << 28), tuned_hist(4096, 1 << 24) };
+  kt_tuned t[3] = {tuned_hist(4096, 1 << 20), tuned_hist(4096, 1 << 28), tuned_hist(4096, 1 << 24)};
   cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4096, 1 << 27), &t[1]);
   cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4096, 1 << 19), &t[0]);
   cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4000, 1 << 24), &t[2]);
@@ -123,7 +123,7 @@ Test(dispatch, nearest_hist_breaks_ties_by_samples)
 
 Test(dispatch, nearest_hist_is_null_without_hist_entries)
 {
-  kt_tuned t[2] = { tuned_matmul(1024, 1024, 1024), other_family(tuned_hist(256, 1 << 20)) };
+  kt_tuned t[2] = {tuned_matmul(1024, 1024, 1024), other_family(tuned_hist(256, 1 << 20))};
   cr_assert_null(kt_dispatch_nearest_hist(t, 2, 256, 1 << 20));
   cr_assert_null(kt_dispatch_nearest_hist(NULL, 0, 256, 1 << 20));
 }
@@ -160,8 +160,8 @@ static kt_context *open_described(const kt_device_info *dev, const char *db_path
   return ctx;
 }
 
-static kt_choice matmul_choice(kt_context *ctx, long long M, long long N, long long K, const float *A,
-                               long long lda, long long ldb, long long ldc)
+static kt_choice matmul_choice(kt_context *ctx, long long M, long long N, long long K, const float *A, long long lda,
+                               long long ldb, long long ldc)
 {
   kt_choice c;
   memset(&c, 0, sizeof c);
@@ -226,8 +226,8 @@ static void tune_matmul_1024(const char *path, const kt_device_info *dev, const 
   out[2] = kt_test_need(kt_test_is_matmul_align1, 0, "matmul align 1");
   out[3] = kt_test_need(kt_test_is_matmul_align1, 1, "matmul align 1");
   kt_problem p = kt_test_matmul_problem(1024, 1024, 1024);
-  kt_measurement m[4] = { kt_test_measure(out[3], p, "ok", 4.0), kt_test_measure(out[1], p, "ok", 2.0),
-                          kt_test_measure(out[0], p, "ok", 1.0), kt_test_measure(out[2], p, "ok", 3.0) };
+  kt_measurement m[4] = {kt_test_measure(out[3], p, "ok", 4.0), kt_test_measure(out[1], p, "ok", 2.0),
+                         kt_test_measure(out[0], p, "ok", 1.0), kt_test_measure(out[2], p, "ok", 3.0)};
   cr_assert_eq(kt_test_tune(path, dev, m, 4, p), 4);
 }
 
@@ -265,10 +265,10 @@ Test(dispatch, misaligned_call_gets_the_fastest_align1_winner)
     const float *A;
     long long lda, ldb, ldc;
   } calls[] = {
-    { "A off a 16-byte boundary", A_MISALIGNED, 1024, 1024, 1024 },
-    { "lda not a multiple of 4", A16, 1025, 1024, 1024 },
-    { "ldb not a multiple of 4", A16, 1024, 1026, 1024 },
-    { "ldc not a multiple of 4", A16, 1024, 1024, 1027 },
+      {"A off a 16-byte boundary", A_MISALIGNED, 1024, 1024, 1024},
+      {"lda not a multiple of 4", A16, 1025, 1024, 1024},
+      {"ldb not a multiple of 4", A16, 1024, 1026, 1024},
+      {"ldc not a multiple of 4", A16, 1024, 1024, 1027},
   };
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
     kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, calls[i].A, calls[i].lda, calls[i].ldb, calls[i].ldc);
@@ -278,7 +278,7 @@ Test(dispatch, misaligned_call_gets_the_fastest_align1_winner)
     cr_assert_eq(chosen(&c)->align, 1, "%s", calls[i].what);
   }
   /* B or C off a 16-byte boundary too. */
-  const float *ptrs[2][3] = { { A16, (const float *)0x20008, C16 }, { A16, B16, (const float *)0x3000c } };
+  const float *ptrs[2][3] = {{A16, (const float *)0x20008, C16}, {A16, B16, (const float *)0x3000c}};
   for (int i = 0; i < 2; ++i) {
     kt_choice c;
     cr_assert_eq(kt_matmul_choice(ctx, 1024, 1024, 1024, ptrs[i][0], 1024, ptrs[i][1], 1024, ptrs[i][2], 1024, &c),
@@ -411,8 +411,8 @@ Test(dispatch, hist_winner_too_small_for_the_bins_is_passed_over)
   char path[PATH_MAX];
   kt_test_path(path, sizeof path, "tune.db");
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  const kt_variant *v[2] = { kt_test_need(kt_test_is_hist_smem, 0, "hist smem"),
-                             kt_test_need(kt_test_is_hist_global, 0, "hist global (max_nbins 0)") };
+  const kt_variant *v[2] = {kt_test_need(kt_test_is_hist_smem, 0, "hist smem"),
+                            kt_test_need(kt_test_is_hist_global, 0, "hist global (max_nbins 0)")};
   tune_hist(path, &dev, 4096, v, 2);
   kt_context *ctx = open_described(&dev, path, NULL);
   kt_choice c = hist_choice(ctx, 4096, 1 << 24);
@@ -439,7 +439,7 @@ Test(dispatch, hist_winner_too_small_for_the_bins_is_passed_over)
   kt_close(ctx);
 }
 
-static const long long nbins_sweep[] = { 1, 256, 4096, 50000, 58112, 58113, 100000, 200000, 400000, 1000000 };
+static const long long nbins_sweep[] = {1, 256, 4096, 50000, 58112, 58113, 100000, 200000, 400000, 1000000};
 enum { NSWEEP = sizeof nbins_sweep / sizeof nbins_sweep[0] };
 
 Test(dispatch, no_cluster_variant_without_cluster_launch)
@@ -453,8 +453,8 @@ Test(dispatch, no_cluster_variant_without_cluster_launch)
       continue;
     ++clustered;
     for (int j = 0; j < NSWEEP; ++j)
-      cr_assert(!kt_variant_serves_hist(v, &without, nbins_sweep[j]), "%s serves %lld bins without clusters",
-                v->name, nbins_sweep[j]);
+      cr_assert(!kt_variant_serves_hist(v, &without, nbins_sweep[j]), "%s serves %lld bins without clusters", v->name,
+                nbins_sweep[j]);
     cr_assert(!kt_variant_runs_on(v, &without), "%s runs without clusters", v->name);
   }
   cr_assert_gt(clustered, 0, "the registry has no cluster variant: the test checks nothing");
@@ -463,8 +463,8 @@ Test(dispatch, no_cluster_variant_without_cluster_launch)
    * still never get one, tuned or default. */
   char path[PATH_MAX];
   kt_test_path(path, sizeof path, "tune.db");
-  const kt_variant *v[2] = { kt_test_need(kt_test_is_hist_cluster, 0, "hist with cluster > 1 and min_cc 90"),
-                             kt_test_need(kt_test_is_hist_smem, 0, "hist smem") };
+  const kt_variant *v[2] = {kt_test_need(kt_test_is_hist_cluster, 0, "hist with cluster > 1 and min_cc 90"),
+                            kt_test_need(kt_test_is_hist_smem, 0, "hist smem")};
   tune_hist(path, &with, 4096, v, 2);
   kt_context *ctx = open_described(&with, path, NULL);
   cr_assert_str_eq(hist_choice(ctx, 4096, 1 << 24).variant, v[0]->name, "the fixture's winner is not used at all");
@@ -511,9 +511,9 @@ Test(dispatch, no_sm90_variant_on_sm80)
 
   char path[PATH_MAX];
   kt_test_path(path, sizeof path, "tune.db");
-  const kt_variant *v[3] = { kt_test_need(kt_test_is_hist_sm90_no_cluster, 0, "hist with min_cc 90, no cluster"),
-                             kt_test_need(kt_test_is_hist_cluster, 0, "hist with cluster > 1 and min_cc 90"),
-                             kt_test_need(kt_test_is_hist_smem, 0, "hist smem") };
+  const kt_variant *v[3] = {kt_test_need(kt_test_is_hist_sm90_no_cluster, 0, "hist with min_cc 90, no cluster"),
+                            kt_test_need(kt_test_is_hist_cluster, 0, "hist with cluster > 1 and min_cc 90"),
+                            kt_test_need(kt_test_is_hist_smem, 0, "hist smem")};
   tune_hist(path, &sm80, 4096, v, 3);
   kt_context *ctx = open_described(&sm80, path, NULL);
   cr_assert_eq(kt_tuned_count(ctx), 1);

@@ -17,9 +17,9 @@ static uint64_t fresh_seed(void)
 
 Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
 {
-  static const long long nbins[] = { 1, 7, 256, 4099, 65536, 262144, 1048576 };
-  static const char *dists[] = { "uniform", "skewed" };
-  kt_rng r = { fresh_seed() };
+  static const long long nbins[] = {1, 7, 256, 4099, 65536, 262144, 1048576};
+  static const char *dists[] = {"uniform", "skewed"};
+  kt_rng r = {fresh_seed()};
   int checked = 0;
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
@@ -40,7 +40,7 @@ Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
 
 Test(hist_gpu, every_variant_handles_tiny_inputs)
 {
-  kt_rng r = { fresh_seed() };
+  kt_rng r = {fresh_seed()};
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
     if (v->family != KT_FAMILY_HIST || !kt_variant_serves_hist(v, &gpu, 300))
@@ -74,7 +74,7 @@ Test(hist_gpu, every_variant_counts_a_single_hot_bin_past_16_bits)
       const kt_variant *v = &kt_registry[i];
       if (v->family != KT_FAMILY_HIST || !kt_variant_serves_hist(v, &gpu, 4))
         continue;
-      kt_hist_args a = { ds, n, db, 4, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin };
+      kt_hist_args a = {ds, n, db, 4, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin};
       CUDA_OK(cudaMemset(db, 0xab, sizeof got));
       cr_assert_eq(v->launch(&a, 0), cudaSuccess, "%s", v->name);
       CUDA_OK(cudaMemcpy(got, db, sizeof got, cudaMemcpyDeviceToHost));
@@ -114,8 +114,8 @@ Test(hist_gpu, kt_histogram_is_exact_through_dispatch_at_every_bin_count)
 {
   kt_context *ctx;
   cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
-  static const long long nbins[] = { 1, 256, 4096, 65536, 262144, 1048576, 3000000 };
-  kt_rng r = { fresh_seed() };
+  static const long long nbins[] = {1, 256, 4096, 65536, 262144, 1048576, 3000000};
+  kt_rng r = {fresh_seed()};
   const size_t n = 3000017;
   int *s = malloc(sizeof(int) * n);
   for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {

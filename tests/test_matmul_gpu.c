@@ -18,7 +18,7 @@ static uint64_t fresh_seed(void)
 
 Test(matmul_gpu, every_variant_is_correct_on_odd_shapes_with_padded_leading_dimensions)
 {
-  kt_rng r = { fresh_seed() };
+  kt_rng r = {fresh_seed()};
   int checked = 0;
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
@@ -40,8 +40,8 @@ Test(matmul_gpu, every_variant_is_correct_on_odd_shapes_with_padded_leading_dime
 
 Test(matmul_gpu, every_variant_handles_degenerate_shapes)
 {
-  static const int shapes[][3] = { { 1, 1, 1 }, { 1, 257, 3 }, { 129, 1, 65 }, { 3, 5, 1025 }, { 64, 64, 1 } };
-  kt_rng r = { fresh_seed() };
+  static const int shapes[][3] = {{1, 1, 1}, {1, 257, 3}, {129, 1, 65}, {3, 5, 1025}, {64, 64, 1}};
+  kt_rng r = {fresh_seed()};
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
     if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, &gpu))
@@ -60,7 +60,7 @@ Test(matmul_gpu, every_variant_handles_degenerate_shapes)
  * with a double reference; returns the worst error over the bound. */
 static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float alpha, float beta, char *variant)
 {
-  kt_rng r = { fresh_seed() };
+  kt_rng r = {fresh_seed()};
   /* Aligned calls (shift 0) get leading dimensions that float4 variants
    * accept; shifted ones get odd leading dimensions as well. */
   const long long lda = shift ? k + 1 : (k + 3) / 4 * 4 + 4, ldb = shift ? n + 3 : (n + 3) / 4 * 4,
@@ -97,7 +97,8 @@ static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float 
       }
       const double c0 = C0[shift + i * ldc + j];
       ref = alpha * ref + beta * c0;
-      double e = fabs(C[shift + i * ldc + j] - ref) / ((k + 2) * 0x1p-24 * (fabs(alpha) * mag + fabs(beta * c0)) + 1e-30);
+      double e =
+          fabs(C[shift + i * ldc + j] - ref) / ((k + 2) * 0x1p-24 * (fabs(alpha) * mag + fabs(beta * c0)) + 1e-30);
       worst = isnan(e) || e > worst ? (isnan(e) ? INFINITY : e) : worst;
     }
   cudaFree(dA), cudaFree(dB), cudaFree(dC);
@@ -161,7 +162,7 @@ Test(matmul_gpu, one_context_serves_several_threads)
   pthread_t t[4];
   job jobs[4];
   for (int i = 0; i < 4; ++i) {
-    jobs[i] = (job){ ctx, 0, "", 50 + 37 * i };
+    jobs[i] = (job){ctx, 0, "", 50 + 37 * i};
     pthread_create(&t[i], NULL, thread_body, &jobs[i]);
   }
   for (int i = 0; i < 4; ++i) {

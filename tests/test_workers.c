@@ -31,18 +31,18 @@ TestSuite(workers, .init = setup, .fini = teardown, .timeout = 60);
  * reports launch_failed and exits 3 (as worker.c does after a CUDA
  * error); any other name is reported ok.  $SETUP_FAIL exits 2 at once.
  * Every start is appended to starts.log, to count the workers. */
-static const char *SCRIPT =
-  "#!/bin/sh\n"
-  "echo \"$*\" >> \"$LOG_DIR/starts.log\"\n"
-  "[ -n \"$SETUP_FAIL\" ] && exit 2\n"
-  "shift 6\n"
-  "for name in \"$@\"; do\n"
-  "  echo \"START $name\"\n"
-  "  case \" $CRASH \" in *\" $name \"*) kill -SEGV $$ ;; esac\n"
-  "  case \" $HANG \" in *\" $name \"*) exec sleep 1000 ;; esac\n"
-  "  case \" $FAILEXIT \" in *\" $name \"*) echo \"RESULT $name launch_failed 0 0 0 0 illegal address\"; exit 3 ;; esac\n"
-  "  echo \"RESULT $name ok 1.5 100 0.25 7 -\"\n"
-  "done\n";
+static const char *SCRIPT = "#!/bin/sh\n"
+                            "echo \"$*\" >> \"$LOG_DIR/starts.log\"\n"
+                            "[ -n \"$SETUP_FAIL\" ] && exit 2\n"
+                            "shift 6\n"
+                            "for name in \"$@\"; do\n"
+                            "  echo \"START $name\"\n"
+                            "  case \" $CRASH \" in *\" $name \"*) kill -SEGV $$ ;; esac\n"
+                            "  case \" $HANG \" in *\" $name \"*) exec sleep 1000 ;; esac\n"
+                            "  case \" $FAILEXIT \" in *\" $name \"*) echo \"RESULT $name launch_failed 0 0 0 0 "
+                            "illegal address\"; exit 3 ;; esac\n"
+                            "  echo \"RESULT $name ok 1.5 100 0.25 7 -\"\n"
+                            "done\n";
 
 typedef struct run {
   const kt_variant *vs[NV];
@@ -73,7 +73,7 @@ static void prepare(run *r)
 static void go(run *r, double timeout_s)
 {
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
-  kt_worker_opts o = { r->exe, timeout_s, 42, count_event, r };
+  kt_worker_opts o = {r->exe, timeout_s, 42, count_event, r};
   kt_run_workers(&p, "64x64x64", r->vs, NV, &o, r->out);
   /* No child may outlive the runner. */
   errno = 0;
@@ -98,8 +98,8 @@ static int workers_started(void)
 
 static void expect(const run *r, int i, const char *status)
 {
-  cr_expect_str_eq(r->out[i].status, status, "%s: %s (%s), want %s", r->vs[i]->name, r->out[i].status,
-                   r->out[i].reason, status);
+  cr_expect_str_eq(r->out[i].status, status, "%s: %s (%s), want %s", r->vs[i]->name, r->out[i].status, r->out[i].reason,
+                   status);
   cr_expect_str_eq(r->out[i].variant, r->vs[i]->name);
   cr_expect_str_eq(r->out[i].hash, r->vs[i]->source_hash);
 }

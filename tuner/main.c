@@ -22,8 +22,8 @@ static int list(const char *family)
     const kt_variant *v = &kt_registry[i];
     if (family && strcmp(family, kt_family_name(v->family)) != 0)
       continue;
-    printf("%-36s %-6s %-6s threads %4d cluster %2d smem %6d", v->name, kt_family_name(v->family), v->algo,
-           v->threads, v->cluster, v->smem_static + v->smem_dynamic);
+    printf("%-36s %-6s %-6s threads %4d cluster %2d smem %6d", v->name, kt_family_name(v->family), v->algo, v->threads,
+           v->cluster, v->smem_static + v->smem_dynamic);
     for (int p = 0; p < v->nparams; ++p)
       printf(" %s=%s", v->params[p].key, v->params[p].value);
     printf("\n");

@@ -32,9 +32,9 @@ void kt_measure_hist_samples(int *out, size_t n, long long nbins, const char *di
     const uint64_t y = x >> 10;
     long long s;
     if (sel == 0)
-      s = -1 - (long long)(y % 1000);        /* below the range: counts in bin 0 */
+      s = -1 - (long long)(y % 1000); /* below the range: counts in bin 0 */
     else if (sel == 1)
-      s = nbins + (long long)(y % 1000);     /* above: counts in bin nbins - 1 */
+      s = nbins + (long long)(y % 1000); /* above: counts in bin nbins - 1 */
     else if (skewed && (y % 10) < 8)
       s = (long long)((y / 10) % hot) * spread;
     else
@@ -72,7 +72,7 @@ void kt_measure_check_matmul(const kt_variant *v, const kt_device_info *dev, int
                              long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out)
 {
   memset(out, 0, sizeof *out);
-  kt_rng r = { seed };
+  kt_rng r = {seed};
   const size_t na = (size_t)M * lda, nb = (size_t)K * ldb, nc = (size_t)M * ldc;
   float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
   float *dA = NULL, *dB = NULL, *dC = NULL;
@@ -96,7 +96,7 @@ void kt_measure_check_matmul(const kt_variant *v, const kt_device_info *dev, int
       cuda_failed(out, cudaMemcpy(dB, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       cuda_failed(out, cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
     goto done;
-  kt_matmul_args a = { M, N, K, alpha, beta, dA, dB, dC, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal) };
+  kt_matmul_args a = {M, N, K, alpha, beta, dA, dB, dC, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal)};
   if (cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
       cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
@@ -151,7 +151,7 @@ void kt_measure_check_hist(const kt_variant *v, const kt_device_info *dev, long 
                            const char *dist, uint64_t seed, kt_check *out)
 {
   memset(out, 0, sizeof *out);
-  kt_rng r = { seed };
+  kt_rng r = {seed};
   int *s = malloc(sizeof(int) * (n + 1));
   unsigned *ref = malloc(sizeof(unsigned) * (size_t)nbins), *got = malloc(sizeof(unsigned) * (size_t)nbins);
   int *ds = NULL;
@@ -167,11 +167,10 @@ void kt_measure_check_hist(const kt_variant *v, const kt_device_info *dev, long 
       cuda_failed(out, cudaMemcpy(ds + offset, s, sizeof(int) * n, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       cuda_failed(out, cudaMemset(dbins, 0xab, sizeof(unsigned) * (size_t)nbins), "cudaMemset"))
     goto done;
-  kt_hist_args a = { ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin };
+  kt_hist_args a = {ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
   if (cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
-      cuda_failed(out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost),
-                  "cudaMemcpy"))
+      cuda_failed(out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost), "cudaMemcpy"))
     goto done;
   long long wrong = 0, first = -1;
   for (long long b = 0; b < nbins; ++b)
@@ -259,9 +258,9 @@ static int call_variant(void *p)
   return c->v->launch(c->args, 0);
 }
 
-int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, int min_reps,
-                    int max_reps, double budget_ms, double *median_ms, int *reps)
+int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, int min_reps, int max_reps,
+                    double budget_ms, double *median_ms, int *reps)
 {
-  variant_call c = { v, args };
+  variant_call c = {v, args};
   return kt_measure_time_fn(call_variant, &c, flush, flush_bytes, min_reps, max_reps, budget_ms, median_ms, reps);
 }

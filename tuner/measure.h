@@ -29,8 +29,8 @@ typedef struct kt_rng {
   uint64_t s;
 } kt_rng;
 
-uint64_t kt_rng_next(kt_rng *r);         /* splitmix64 */
-float kt_rng_float(kt_rng *r);           /* uniform in [-1, 1) */
+uint64_t kt_rng_next(kt_rng *r); /* splitmix64 */
+float kt_rng_float(kt_rng *r);   /* uniform in [-1, 1) */
 
 /* Samples for a histogram of nbins: dist "uniform" (over the bins) or
  * "skewed" (80% in 1% of the bins); about 1 in 1024 samples lies outside
@@ -40,10 +40,10 @@ void kt_measure_hist_samples(int *out, size_t n, long long nbins, const char *di
 void kt_measure_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins);
 
 typedef struct kt_check {
-  int ok;              /* 1 when correct */
-  int launch_failed;   /* 1 when the launch or the kernel failed (CUDA error) */
-  double worst;        /* matmul: worst |err| / bound; hist: wrong bins */
-  char reason[256];    /* why not ok */
+  int ok;            /* 1 when correct */
+  int launch_failed; /* 1 when the launch or the kernel failed (CUDA error) */
+  double worst;      /* matmul: worst |err| / bound; hist: wrong bins */
+  char reason[256];  /* why not ok */
 } kt_check;
 
 /* Run v once on a fresh random problem of this shape, on the current
@@ -61,8 +61,8 @@ void kt_measure_check_hist(const kt_variant *v, const kt_device_info *dev, long 
  * an (untimed) write of flush_bytes to flush (to evict L2), timed with CUDA
  * events; stops after max_reps or once the total passes budget_ms (at least
  * min_reps).  Returns the CUDA error (0 on success); *median_ms and *reps. */
-int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, int min_reps,
-                    int max_reps, double budget_ms, double *median_ms, int *reps);
+int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, int min_reps, int max_reps,
+                    double budget_ms, double *median_ms, int *reps);
 
 /* Same for any callable (baselines in benchmarks). */
 typedef int (*kt_measure_fn)(void *ctx);

@@ -30,7 +30,7 @@ typedef struct tune_opts {
   char hist[512];
   long long hist_n;
   char dists[64];
-  const char *only;      /* comma-separated variant names, or NULL */
+  const char *only; /* comma-separated variant names, or NULL */
   double timeout_s;
   unsigned long long seed;
 } tune_opts;
@@ -68,10 +68,10 @@ static void on_event(void *user, const char *key, const char *variant, int finis
     progress(key, variant);
 }
 
-static void run_workers_for(const kt_problem *p, const char *key, const kt_variant **vs, int n,
-                            const tune_opts *o, kt_tune_result *out)
+static void run_workers_for(const kt_problem *p, const char *key, const kt_variant **vs, int n, const tune_opts *o,
+                            kt_tune_result *out)
 {
-  kt_worker_opts w = { NULL, o->timeout_s, o->seed, on_event, NULL };
+  kt_worker_opts w = {NULL, o->timeout_s, o->seed, on_event, NULL};
   kt_run_workers(p, key, vs, n, &w, out);
 }
 
@@ -121,10 +121,9 @@ static int selected(const tune_opts *o, const char *name)
 
 static void usage(void)
 {
-  fprintf(stderr,
-          "usage: ktune tune [--db PATH] [--family matmul|hist|all] [--matmul MxNxK,...] [--hist NBINS,...]\n"
-          "                  [--hist-n N] [--dists uniform,skewed] [--variants NAME,...] [--timeout SECONDS]\n"
-          "                  [--seed N]\n");
+  fprintf(stderr, "usage: ktune tune [--db PATH] [--family matmul|hist|all] [--matmul MxNxK,...] [--hist NBINS,...]\n"
+                  "                  [--hist-n N] [--dists uniform,skewed] [--variants NAME,...] [--timeout SECONDS]\n"
+                  "                  [--seed N]\n");
 }
 
 static const kt_tune_result *find_result(const kt_tune_result *rs, int n, const char *variant)
@@ -137,7 +136,7 @@ static const kt_tune_result *find_result(const kt_tune_result *rs, int n, const 
 
 int kt_tune_main(int argc, char **argv)
 {
-  tune_opts o = { 0 };
+  tune_opts o = {0};
   o.db = getenv("KTUNE_DB") ? getenv("KTUNE_DB") : KT_DEFAULT_DB;
   o.do_matmul = o.do_hist = 1;
   snprintf(o.matmul, sizeof o.matmul, "%s", DEFAULT_MATMUL);
@@ -224,18 +223,18 @@ int kt_tune_main(int argc, char **argv)
   int np = 0;
   if (o.do_matmul)
     for (int i = 0; i < nshapes && np < 128; ++i) {
-      kt_problem p = { KT_FAMILY_MATMUL, shapes[3 * i], shapes[3 * i + 1], shapes[3 * i + 2], 0, 0, "" };
+      kt_problem p = {KT_FAMILY_MATMUL, shapes[3 * i], shapes[3 * i + 1], shapes[3 * i + 2], 0, 0, ""};
       probs[np++] = p;
     }
   if (o.do_hist)
     for (int i = 0; i < nbins; ++i)
       for (int d = 0; d < ndists && np < 128; ++d) {
-        kt_problem p = { KT_FAMILY_HIST, 0, 0, 0, bins[i], o.hist_n, "" };
+        kt_problem p = {KT_FAMILY_HIST, 0, 0, 0, bins[i], o.hist_n, ""};
         snprintf(p.dist, sizeof p.dist, "%.15s", dists[d]);
         probs[np++] = p;
       }
   const kt_variant **fam[2];
-  int nfam[2] = { 0, 0 };
+  int nfam[2] = {0, 0};
   for (int f = 0; f < 2; ++f) {
     fam[f] = calloc((size_t)kt_registry_count, sizeof *fam[f]);
     for (int i = 0; i < kt_registry_count; ++i)
@@ -266,8 +265,8 @@ int kt_tune_main(int argc, char **argv)
     }
     free(ms);
     /* Rank once all of a problem's distributions are in. */
-    int last_of_problem = i + 1 == np || probs[i + 1].family != p->family ||
-                          (p->family == KT_FAMILY_MATMUL) || probs[i + 1].nbins != p->nbins;
+    int last_of_problem = i + 1 == np || probs[i + 1].family != p->family || (p->family == KT_FAMILY_MATMUL) ||
+                          probs[i + 1].nbins != p->nbins;
     if (last_of_problem && !failed_db) {
       kt_problem q = *p;
       q.dist[0] = 0;
@@ -286,8 +285,8 @@ int kt_tune_main(int argc, char **argv)
   kt_tuned *tuned = NULL;
   int nt = 0;
   kt_db_load(db, dev.fingerprint, kt_registry_generator_version, &tuned, &nt, err, sizeof err);
-  int counts[5] = { 0 };
-  const char *names[5] = { "ok", "wrong", "launch_failed", "timed_out", "skipped" };
+  int counts[5] = {0};
+  const char *names[5] = {"ok", "wrong", "launch_failed", "timed_out", "skipped"};
   for (int i = 0; i < np; ++i)
     for (int j = 0; j < nfam[probs[i].family]; ++j)
       for (int s = 0; s < 5; ++s)
@@ -329,8 +328,8 @@ int kt_tune_main(int argc, char **argv)
         const kt_tune_result *seed = find_result(all[i], nfam[f], "matmul_bs16_pad0");
         const kt_tune_result *win = find_result(all[i], nfam[f], t->ranked[0]->name);
         double rate = win ? win->m.rate : 0, srate = seed ? seed->m.rate : 0;
-        printf("%-22s %-33s %8.3f  %8.0f   %8.0f           %6.2fx\n", key, t->ranked[0]->name, t->best_ms, rate,
-               srate, srate > 0 ? rate / srate : 0);
+        printf("%-22s %-33s %8.3f  %8.0f   %8.0f           %6.2fx\n", key, t->ranked[0]->name, t->best_ms, rate, srate,
+               srate > 0 ? rate / srate : 0);
       } else {
         /* GB/s of the winner and of the best Guide-layout (blocked) cluster
          * kernel, averaged over the distributions. */

@@ -19,9 +19,9 @@ void kt_tune_set_result(kt_tune_result *r, const kt_problem *p, const kt_variant
 void kt_tune_link_result(kt_tune_result *r);
 
 typedef struct kt_worker_opts {
-  const char *exe;          /* worker program; NULL = this program (/proc/self/exe) */
-  double timeout_s;         /* per variant, from its START line */
-  unsigned long long seed;  /* inputs' seed, passed to the worker */
+  const char *exe;         /* worker program; NULL = this program (/proc/self/exe) */
+  double timeout_s;        /* per variant, from its START line */
+  unsigned long long seed; /* inputs' seed, passed to the worker */
   /* Called with the variant now in flight (finished 0), and once per
    * recorded result (variant NULL, finished 1).  May be NULL. */
   void (*event)(void *user, const char *key, const char *variant, int finished);

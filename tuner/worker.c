@@ -55,7 +55,7 @@ static int timing_budget(double est_ms, double best_ms)
 
 static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t seed, char **names, int nnames)
 {
-  kt_rng r = { seed };
+  kt_rng r = {seed};
   const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
   float *hA = malloc(na * 4), *hB = malloc(nb * 4);
   float *dA, *dB, *dC;
@@ -90,16 +90,16 @@ static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t 
     }
     /* Correctness first, on fresh shapes that are not tile multiples, with
      * padded leading dimensions (multiples of the variant's alignment). */
-    kt_rng vr = { name_seed(seed, v->name) };
-    kt_check c = { 1, 0, 0, "" };
+    kt_rng vr = {name_seed(seed, v->name)};
+    kt_check c = {1, 0, 0, ""};
     double worst = 0;
     for (int t = 0; t < 2 && c.ok; ++t) {
       const int m = 65 + (int)(kt_rng_next(&vr) % 190), n = 65 + (int)(kt_rng_next(&vr) % 190),
                 k = 33 + (int)(kt_rng_next(&vr) % 300);
       const int a = v->align;
       const long long lda = (k + a) / a * a + a, ldb = (n + a) / a * a, ldc = (n + 2 * a) / a * a;
-      kt_measure_check_matmul(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f,
-                              kt_rng_next(&vr), &c);
+      kt_measure_check_matmul(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, kt_rng_next(&vr),
+                              &c);
       if (c.worst > worst)
         worst = c.worst;
     }
@@ -116,7 +116,7 @@ static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t 
       result(v->name, "skipped", 0, 0, 0, 0, "leading dimensions of this problem are not aligned for it");
       continue;
     }
-    kt_matmul_args args = { M, N, K, 1.0f, 0.0f, dA, dB, dC, K, N, N, dev->sm_count, kt_device_pool(dev->ordinal) };
+    kt_matmul_args args = {M, N, K, 1.0f, 0.0f, dA, dB, dC, K, N, N, dev->sm_count, kt_device_pool(dev->ordinal)};
     double est = 0, ms = 0;
     int reps = 0;
     int e = kt_measure_time(v, &args, flush, flush_bytes, 1, 1, 0, &est, &reps);
@@ -157,7 +157,7 @@ static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t 
 static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const char *dist, uint64_t seed,
                      char **names, int nnames)
 {
-  kt_rng r = { seed };
+  kt_rng r = {seed};
   int *hs = malloc(sizeof(int) * (n ? n : 1));
   unsigned *ref = malloc(sizeof(unsigned) * (size_t)nbins), *got = malloc(sizeof(unsigned) * (size_t)nbins);
   int *ds;
@@ -187,17 +187,18 @@ static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const
     }
     if (!kt_variant_serves_hist(v, dev, nbins)) {
       char why[200];
-      snprintf(why, sizeof why, "cannot serve %lld bins here: needs %lld B of shared memory per block, the device allows %d",
-               nbins, kt_variant_smem(v, nbins), dev->smem_optin);
+      snprintf(why, sizeof why,
+               "cannot serve %lld bins here: needs %lld B of shared memory per block, the device allows %d", nbins,
+               kt_variant_smem(v, nbins), dev->smem_optin);
       result(v->name, "skipped", 0, 0, 0, 0, why);
       continue;
     }
     /* Correctness first: fresh samples (some out of range), a misaligned
      * and an aligned start, and a tiny n that is all head and tail. */
-    kt_rng vr = { name_seed(seed, v->name) };
-    kt_check c = { 1, 0, 0, "" };
-    const size_t sizes[3] = { 100003 + kt_rng_next(&vr) % 1000, 65536 + kt_rng_next(&vr) % 64, 7 };
-    const int offsets[3] = { 1, 0, 3 };
+    kt_rng vr = {name_seed(seed, v->name)};
+    kt_check c = {1, 0, 0, ""};
+    const size_t sizes[3] = {100003 + kt_rng_next(&vr) % 1000, 65536 + kt_rng_next(&vr) % 64, 7};
+    const int offsets[3] = {1, 0, 3};
     for (int t = 0; t < 3 && c.ok; ++t)
       kt_measure_check_hist(v, dev, nbins, sizes[t], offsets[t], dist, kt_rng_next(&vr), &c);
     if (!c.ok) {
@@ -206,7 +207,7 @@ static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const
         return 3;
       continue;
     }
-    kt_hist_args args = { ds, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin };
+    kt_hist_args args = {ds, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
     double est = 0, ms = 0;
     int reps = 0;
     int e = kt_measure_time(v, &args, flush, flush_bytes, 1, 1, 0, &est, &reps);
@@ -246,8 +247,8 @@ int kt_worker_main(int argc, char **argv)
     return work_matmul(&dev, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), strtoull(argv[5], NULL, 10), argv + 6,
                        argc - 6);
   if (argc >= 6 && strcmp(argv[1], "hist") == 0)
-    return work_hist(&dev, atoll(argv[2]), strtoull(argv[3], NULL, 10), argv[4], strtoull(argv[5], NULL, 10),
-                     argv + 6, argc - 6);
+    return work_hist(&dev, atoll(argv[2]), strtoull(argv[3], NULL, 10), argv[4], strtoull(argv[5], NULL, 10), argv + 6,
+                     argc - 6);
   fprintf(stderr, "usage: ktune __worker matmul M N K SEED NAME... | hist NBINS N DIST SEED NAME...\n");
   return 2;
 }

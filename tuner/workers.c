@@ -31,7 +31,8 @@ static double now_s(void)
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-void kt_tune_set_result(kt_tune_result *r, const kt_problem *p, const kt_variant *v, const char *status, const char *reason)
+void kt_tune_set_result(kt_tune_result *r, const kt_problem *p, const kt_variant *v, const char *status,
+                        const char *reason)
 {
   memset(r, 0, sizeof *r);
   r->m.problem = *p;
@@ -115,7 +116,7 @@ void kt_run_workers(const kt_problem *p, const char *key, const kt_variant **vs,
     size_t len = 0;
     int timed_out = 0;
     for (;;) {
-      struct pollfd pf = { fd[0], POLLIN, 0 };
+      struct pollfd pf = {fd[0], POLLIN, 0};
       int wait_ms = (int)((deadline - now_s()) * 1000);
       if (wait_ms < 0)
         wait_ms = 0;
@@ -193,4 +194,3 @@ void kt_run_workers(const kt_problem *p, const char *key, const kt_variant **vs,
       o->event(o->user, key, NULL, 1);
   }
 }
-

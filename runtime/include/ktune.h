@@ -31,27 +31,27 @@ extern "C" {
 typedef struct CUstream_st *kt_stream;
 
 /* Status codes and their messages, in one table. */
-#define KT_STATUS_TABLE(X)                                                                 \
-  X(KT_OK, 0, "success")                                                                   \
-  X(KT_ERR_NULL_POINTER, 1, "a required pointer argument is NULL")                         \
-  X(KT_ERR_BAD_SIZE, 2, "a size argument is out of range (M, N, K and nbins must be >= 1)") \
-  X(KT_ERR_BAD_LD, 3, "a leading dimension is smaller than the row it strides over")        \
+#define KT_STATUS_TABLE(X)                                                                   \
+  X(KT_OK, 0, "success")                                                                     \
+  X(KT_ERR_NULL_POINTER, 1, "a required pointer argument is NULL")                           \
+  X(KT_ERR_BAD_SIZE, 2, "a size argument is out of range (M, N, K and nbins must be >= 1)")  \
+  X(KT_ERR_BAD_LD, 3, "a leading dimension is smaller than the row it strides over")         \
   X(KT_ERR_OVERFLOW, 4, "the problem is too large: its byte count or index range overflows") \
-  X(KT_ERR_NOT_DEVICE_POINTER, 5, "a pointer is not device memory of the context's GPU")   \
-  X(KT_ERR_MISALIGNED, 6, "a pointer is not aligned to its element size")                  \
-  X(KT_ERR_BAD_CONTEXT, 7, "the context is NULL or has been closed")                       \
-  X(KT_ERR_NO_DEVICE, 8, "no CUDA device is available (no GPU, or no driver)")             \
-  X(KT_ERR_BAD_DEVICE, 9, "the requested device does not exist")                           \
-  X(KT_ERR_UNSUPPORTED_DEVICE, 10, "the device is older than the kernels were built for")  \
-  X(KT_ERR_NO_VARIANT, 11, "no built kernel variant can serve this call on this device")   \
-  X(KT_ERR_LAUNCH, 12, "a kernel launch failed")                                           \
-  X(KT_ERR_CUDA, 13, "a CUDA runtime call failed")                                         \
-  X(KT_ERR_NO_MEMORY, 14, "out of host memory")                                            \
-  X(KT_ERR_DB_OPEN, 15, "the tuning database cannot be opened or read")                    \
-  X(KT_ERR_DB_FOREIGN, 16, "the file is not a ktune tuning database")                      \
-  X(KT_ERR_DB_VERSION, 17, "the tuning database has a newer schema than this ktune")       \
-  X(KT_ERR_DB_WRITE, 18, "writing the tuning database failed")                             \
-  X(KT_ERR_BAD_OPTION, 19, "an option or argument is invalid")                             \
+  X(KT_ERR_NOT_DEVICE_POINTER, 5, "a pointer is not device memory of the context's GPU")     \
+  X(KT_ERR_MISALIGNED, 6, "a pointer is not aligned to its element size")                    \
+  X(KT_ERR_BAD_CONTEXT, 7, "the context is NULL or has been closed")                         \
+  X(KT_ERR_NO_DEVICE, 8, "no CUDA device is available (no GPU, or no driver)")               \
+  X(KT_ERR_BAD_DEVICE, 9, "the requested device does not exist")                             \
+  X(KT_ERR_UNSUPPORTED_DEVICE, 10, "the device is older than the kernels were built for")    \
+  X(KT_ERR_NO_VARIANT, 11, "no built kernel variant can serve this call on this device")     \
+  X(KT_ERR_LAUNCH, 12, "a kernel launch failed")                                             \
+  X(KT_ERR_CUDA, 13, "a CUDA runtime call failed")                                           \
+  X(KT_ERR_NO_MEMORY, 14, "out of host memory")                                              \
+  X(KT_ERR_DB_OPEN, 15, "the tuning database cannot be opened or read")                      \
+  X(KT_ERR_DB_FOREIGN, 16, "the file is not a ktune tuning database")                        \
+  X(KT_ERR_DB_VERSION, 17, "the tuning database has a newer schema than this ktune")         \
+  X(KT_ERR_DB_WRITE, 18, "writing the tuning database failed")                               \
+  X(KT_ERR_BAD_OPTION, 19, "an option or argument is invalid")                               \
   X(KT_ERR_UNKNOWN_VARIANT, 20, "no variant of that name exists in this build")
 
 typedef enum kt_status {
@@ -69,11 +69,11 @@ enum kt_log_level { KT_LOG_ERROR = 0, KT_LOG_WARN = 1, KT_LOG_INFO = 2, KT_LOG_D
 typedef void (*kt_log_fn)(int level, const char *message, void *user);
 
 typedef struct kt_options {
-  int device;            /* CUDA device ordinal; -1 = the current device */
-  const char *db_path;   /* NULL = $KTUNE_DB, else KT_DEFAULT_DB */
-  kt_log_fn log;         /* NULL = silent */
-  void *log_user;        /* passed to log */
-  int log_level;         /* messages up to this level are logged */
+  int device;          /* CUDA device ordinal; -1 = the current device */
+  const char *db_path; /* NULL = $KTUNE_DB, else KT_DEFAULT_DB */
+  kt_log_fn log;       /* NULL = silent */
+  void *log_user;      /* passed to log */
+  int log_level;       /* messages up to this level are logged */
 } kt_options;
 
 /* The options that kt_open(ctx, NULL) uses. */
@@ -92,9 +92,8 @@ KT_API void kt_close(kt_context *ctx);
  * with row stride lda >= K, B is K x N (ldb >= N), C is M x N (ldc >= N).
  * With beta == 0, C is not read.  Safe to call from several threads on one
  * context. */
-KT_API int kt_matmul(kt_context *ctx, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-                     int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
-                     kt_stream stream);
+KT_API int kt_matmul(kt_context *ctx, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
+                     const float *B, int64_t ldb, float beta, float *C, int64_t ldc, kt_stream stream);
 
 /* bins[b] = count of samples s with clamp(s, 0, nbins - 1) == b, for the n
  * int32 device samples; bins (nbins uint32 on the device) is overwritten.
@@ -105,10 +104,10 @@ KT_API int kt_histogram(kt_context *ctx, const int32_t *samples, uint64_t n, uin
 
 /* Why a call would use the variant it uses. */
 typedef struct kt_choice {
-  char variant[96];     /* registry name, as in generated/<family>/<variant>.cu */
-  int tuned;            /* 1: a tuned winner; 0: the untuned default */
-  char matched[96];     /* the tuned problem it came from, "" when untuned */
-  char reason[256];     /* one line, for people */
+  char variant[96]; /* registry name, as in generated/<family>/<variant>.cu */
+  int tuned;        /* 1: a tuned winner; 0: the untuned default */
+  char matched[96]; /* the tuned problem it came from, "" when untuned */
+  char reason[256]; /* one line, for people */
 } kt_choice;
 
 /* Which variant kt_matmul would run for these arguments, and why; checks the
@@ -117,8 +116,8 @@ KT_API int kt_matmul_choice(kt_context *ctx, int64_t M, int64_t N, int64_t K, co
                             const float *B, int64_t ldb, const float *C, int64_t ldc, kt_choice *out);
 
 /* Which variant kt_histogram would run, and why.  Thread-safe. */
-KT_API int kt_histogram_choice(kt_context *ctx, const int32_t *samples, uint64_t n, const uint32_t *bins,
-                               int64_t nbins, kt_choice *out);
+KT_API int kt_histogram_choice(kt_context *ctx, const int32_t *samples, uint64_t n, const uint32_t *bins, int64_t nbins,
+                               kt_choice *out);
 
 /* A one-line description of the context's device ("NVIDIA H100 80GB HBM3,
  * sm_90, 132 SMs").  Valid until kt_close. */
