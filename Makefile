@@ -17,6 +17,9 @@ KTUNE_DB ?= $(CURDIR)/tuning-db/ktune.db
 CFLAGS ?= -O2 -g
 NVCCFLAGS ?= -O3 -lineinfo
 TUNE_ARGS ?=
+# Build only the variants whose names match these comma-separated Lua
+# patterns (plus the defaults), e.g. ONLY='matmul_wt_128x128.*': quick tunes.
+ONLY ?=
 NPROC ?= $(shell nproc 2>/dev/null || echo 4)
 V ?= 0
 
@@ -29,6 +32,7 @@ Q :=
 say :=
 endif
 
+GEN_ONLY := $(if $(ONLY),--only '$(ONLY)')
 ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
 GENCODE := -gencode=arch=compute_$(ARCH_NUM),code=[sm_$(ARCH_NUM),compute_$(ARCH_NUM)]
 CUDA_INC := -I$(CUDA_HOME)/include
@@ -46,7 +50,7 @@ ifeq ($(filter-out $(NO_GEN_GOALS),$(or $(MAKECMDGOALS),all)),)
 else
 -include generated/variants.mk
 endif
-ifneq ($(KT_GENERATED_ARCH),$(ARCH))
+ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY),$(ARCH)|$(ONLY))
 FORCE_GEN := FORCE
 endif
 
@@ -90,11 +94,11 @@ deps:
 
 # ---- generation ------------------------------------------------------------
 generate: deps
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain $(GEN_ONLY)
 
 generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN) | deps
 	$(call say,GEN,generated/ for $(ARCH))
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet $(GEN_ONLY)
 	@touch $@ # the generator leaves unchanged files alone; this one marks the run
 
 generated/registry.c generated/registry.h: | generated/variants.mk

@@ -1,6 +1,10 @@
 -- generator/ktgen.lua: expand every kernel family over its parameter space.
 --
---   lua5.4 generator/ktgen.lua --arch sm_90 [--out generated] [--explain]
+--   lua5.4 generator/ktgen.lua --arch sm_90 [--out generated] [--explain] [--only PATTERNS]
+--
+-- --only keeps just the variants whose names match one of PATTERNS (comma-
+-- separated Lua patterns, anchored at both ends), plus every family's
+-- defaults, which dispatch needs: a quick way to build and tune a subset.
 --
 -- Reads templates/<family>.space.lua and the template it names, drops every
 -- configuration that breaks a constraint, and writes one .cu per kept
@@ -22,6 +26,7 @@ local FAMILIES = { "matmul", "hist" }
 local function usage(msg)
   io.stderr:write((msg and ("ktgen: " .. msg .. "\n") or "") ..
     "usage: lua5.4 generator/ktgen.lua --arch ARCH [--out DIR] [--templates DIR] [--explain] [--quiet] [--check]\n" ..
+    "                                  [--only PATTERN,PATTERN...]\n" ..
     "  ARCH is one of: " .. table.concat(targets.names(), " ") .. "\n")
   os.exit(2)
 end
@@ -37,12 +42,13 @@ local function parse_args(argv)
     elseif a == "--explain" then o.explain = true
     elseif a == "--quiet" then o.quiet = true
     elseif a == "--check" then o.check = true
+    elseif a == "--only" then o.only = argv[i + 1]; i = i + 1
     elseif a == "-h" or a == "--help" then usage()
     else usage("unknown argument '" .. tostring(a) .. "'") end
     i = i + 1
   end
   if not o.arch then usage("--arch is required") end
-  if not o.out or not o.templates then usage("missing value") end
+  if not o.out or not o.templates or (o.only == nil and argv[#argv] == "--only") then usage("missing value") end
   return o
 end
 
@@ -103,6 +109,22 @@ local function header(v, tpl_path, opts, command)
   return table.concat(lines, "\n") .. "\n"
 end
 
+-- --only: move the kept variants that match no pattern (and are no default)
+-- to the dropped list, with the reason.
+local function select_only(s, kept, dropped, patterns)
+  local pats, is_default = {}, {}
+  for p in patterns:gmatch("[^,%s]+") do pats[#pats + 1] = "^" .. p .. "$" end
+  for _, name in ipairs(s.defaults or {}) do is_default[name] = true end
+  local out = {}
+  for _, v in ipairs(kept) do
+    local hit = is_default[v.name]
+    for _, p in ipairs(pats) do hit = hit or v.name:match(p) ~= nil end
+    if hit then out[#out + 1] = v
+    else dropped[#dropped + 1] = { v = v, reasons = { "not selected by --only" } } end
+  end
+  return out
+end
+
 local function main(argv)
   local opts = parse_args(argv)
   local t = targets.get(opts.arch)
@@ -111,6 +133,7 @@ local function main(argv)
   local command = "lua5.4 generator/ktgen.lua --arch " .. shell_quote(opts.arch) ..
     " --out " .. shell_quote(opts.out)
   if opts.templates ~= "templates" then command = command .. " --templates " .. shell_quote(opts.templates) end
+  if opts.only then command = command .. " --only " .. shell_quote(opts.only) end
 
   local families = {}
   for _, fam in ipairs(FAMILIES) do
@@ -121,6 +144,7 @@ local function main(argv)
       -- it is read from the --templates folder.
       if type(s.template) == "string" then s.template = opts.templates .. "/" .. s.template:match("[^/]*$") end
       local kept, dropped = space.enumerate(s, t, errs)
+      if kept and opts.only then kept = select_only(s, kept, dropped, opts.only) end
       local compiled = render.compile(s.template, errs)
       if kept and compiled then
         for _, k in ipairs(s.kernels) do

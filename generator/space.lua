@@ -78,21 +78,25 @@ end
 -- Cartesian product of the kernel's parameter lists, first parameter
 -- outermost, so the order (and so every output) is deterministic.
 local function product(params)
-  local out = { {} }
-  for _, p in ipairs(params) do
-    local name, values = p[1], p[2]
-    local next_out = {}
-    for _, partial in ipairs(out) do
-      for _, value in ipairs(values) do
-        local v = {}
-        for k, x in pairs(partial) do v[k] = x end
-        v[name] = value
-        next_out[#next_out + 1] = v
-      end
-    end
-    out = next_out
+  local out, idx, n = {}, {}, #params
+  for i = 1, n do
+    if #params[i][2] == 0 then return out end
+    idx[i] = 1
   end
-  return out
+  while true do
+    local v = {}
+    for i = 1, n do v[params[i][1]] = params[i][2][idx[i]] end
+    out[#out + 1] = v
+    -- Advance the odometer, last parameter fastest.
+    local i = n
+    while i >= 1 do
+      idx[i] = idx[i] + 1
+      if idx[i] <= #params[i][2] then break end
+      idx[i] = 1
+      i = i - 1
+    end
+    if i < 1 then return out end
+  end
 end
 
 -- Enumerate every configuration of every kernel in the space for target t.
@@ -101,23 +105,29 @@ end
 function space.enumerate(s, t, errs)
   local kept, dropped, seen = {}, {}, {}
   for _, k in ipairs(s.kernels) do
-    for _, v in ipairs(product(k.params)) do
-      v.family, v.algo = s.family, k.algo
-      v.param_names = {}
-      for _, p in ipairs(k.params) do v.param_names[#v.param_names + 1] = p[1] end
-      local ok = guarded(errs, s.file, k.derive, v, t)
-      if not ok then return nil end
-      local okn, name = guarded(errs, s.file, k.name, v)
-      if not okn then return nil end
-      v.name = name
+    local param_names = {}
+    for _, p in ipairs(k.params) do param_names[#param_names + 1] = p[1] end
+    -- derive, name and every constraint of one configuration; the reasons
+    -- it breaks, in the order the constraints are written.  One protected
+    -- call per configuration: a Lua error anywhere still becomes a
+    -- file:line diagnostic for the space file.
+    local function evaluate(v)
+      k.derive(v, t)
+      v.name = k.name(v)
       local reasons = {}
       for _, list in ipairs({ k.constraints, s.constraints }) do
         for _, c in ipairs(list) do
-          local okc, pass = guarded(errs, s.file, c[2], v, t)
-          if not okc then return nil end
-          if not pass then reasons[#reasons + 1] = c[1] end
+          if not c[2](v, t) then reasons[#reasons + 1] = c[1] end
         end
       end
+      return reasons
+    end
+    for _, v in ipairs(product(k.params)) do
+      v.family, v.algo = s.family, k.algo
+      v.param_names = param_names
+      local ok, reasons = guarded(errs, s.file, evaluate, v)
+      if not ok then return nil end
+      local name = v.name
       if #reasons > 0 then
         dropped[#dropped + 1] = { v = v, reasons = reasons }
       else
@@ -135,8 +145,8 @@ function space.enumerate(s, t, errs)
           errs:add(s.file, where(k.name, s.file), ("two configurations are both named '%s'"):format(name))
           return nil
         end
-        if not name:match("^[%a_][%w_]*$") then
-          errs:add(s.file, where(k.name, s.file), ("'%s' is not a C identifier"):format(name))
+        if type(name) ~= "string" or not name:match("^[%a_][%w_]*$") then
+          errs:add(s.file, where(k.name, s.file), ("'%s' is not a C identifier"):format(tostring(name)))
           return nil
         end
         seen[name] = true
