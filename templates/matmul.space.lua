@@ -5,14 +5,16 @@
 -- what follows from them; constraints drop what cannot build or cannot win,
 -- each with the reason that `make generate --explain` prints.
 local F = 4 -- bytes per float
+local THREAD_TILE = { t4x4 = { 4, 4 }, t8x8 = { 8, 8 }, t8x16 = { 8, 16 } }
 
-return {
+local S = {
   family = "matmul",
   template = "templates/matmul.cu.tpl",
 
   -- Untuned calls use the first of these that serves the call.  The last,
   -- the Programming Guide's kernel, serves every input.
-  defaults = { "matmul_rb_128x128x8_t8x8_v4_g8_o0_s1", "matmul_rb_128x128x8_t8x8_v1_g8_o0_s1", "matmul_bs16_pad0" },
+  defaults = { "matmul_wt_128x128x16_t8x8_w4x8_s3_v4_g8_o0_k1_c1", "matmul_wt_128x128x8_t8x8_w4x8_s3_v1_g8_o2_k1_c1",
+               "matmul_bs16_pad0" },
 
   kernels = {
     {
@@ -31,54 +33,111 @@ return {
       name = function(v) return ("matmul_bs%d_pad%d"):format(v.bs, v.pad) end,
     },
     {
-      algo = "rb",
-      doc = "register-blocked kernel: block tile BM x BN x BK, thread tile TM x TN, " ..
-        "A transposed in shared memory, double-buffered tiles",
+      algo = "wt",
+      doc = "warp-tiled kernel: block tile BM x BN x BK split into warp tiles, thread tile TM x TN as 4x4 blocks, " ..
+        "global -> shared memory by cp.async, STAGES slices deep, A transposed on the way, fragments double-buffered",
       params = {
         { "bm", { 32, 64, 128 }, "BM: rows of C per block" },
-        { "bn", { 32, 64, 128 }, "BN: columns of C per block" },
-        { "bk", { 8, 16 }, "BK: depth of the K slice staged in shared memory per step" },
-        { "tm", { 4, 8 }, "TM: rows of C per thread (register tile)" },
-        { "tn", { 4, 8 }, "TN: columns of C per thread (register tile)" },
-        { "vec", { 1, 4 }, "floats per global load; 4 needs 16-byte aligned pointers and ldX % 4 == 0" },
+        { "bn", { 64, 128, 256 }, "BN: columns of C per block" },
+        { "bk", { 8, 16 }, "BK: depth of the K slice in one pipeline stage" },
+        { "tt", { "t4x4", "t8x8", "t8x16" }, "TM x TN: rows x columns of C per thread (register tile)" },
+        { "wtm", { 4 }, "lanes of a warp along M (32 / wtm along N): 4 x 8 lanes read 64 bytes of A and 128 of B " ..
+          "per k; 8 x 4 measured slower on an H100" },
+        { "stages", { 2, 3, 4 }, "K slices in shared memory: one being used, the rest in flight (cp.async)" },
+        { "vec", { 1, 4 }, "floats per copy of B and per store of C; 4 needs 16-byte aligned pointers and ldX % 4 == 0" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)" },
-        { "occ", { 0, 2 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint" },
-        { "split", { 1, 4, 16, 128 }, "most chunks K is split into (deterministic split-K); 1 = none" },
+        { "occ", { 0, 1, 2, 4 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint" },
+        { "split", { 1, 4, 256 }, "most chunks K is split into, summed through a workspace (deterministic); 1 = none" },
+        { "cl", { 1, 2, 4 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none" },
       },
-      derive = function(v)
-        v.threads = (v.bm // v.tm) * (v.bn // v.tn)
-        -- Pad the transposed A tile by 4 floats: keeps 16-byte rows and
-        -- moves the two K-halves of a transposed store to other banks.
-        v.pad_a = 4
+      derive = function(v, t)
+        v.tm, v.tn = THREAD_TILE[v.tt][1], THREAD_TILE[v.tt][2]
+        -- Order of the TM x TN multiply-adds (see outer_product in the
+        -- template): serpentine measured 1-4% faster for 8x8 thread tiles
+        -- on an H100 and 3-5% slower for 8x16; row by row otherwise.
+        v.fo = v.tt == "t8x8" and 1 or 0
+        v.wtn = 32 // v.wtm
+        v.wm, v.wn = v.wtm * v.tm, v.wtn * v.tn -- warp tile
+        v.warps = (v.bm // v.wm) * (v.bn // v.wn) -- 0 when a warp tile is larger than the block's
+        v.threads = math.max(32 * v.warps, 32)
+        v.pad_a = 4 -- keeps 16-byte rows; spreads the transposed 4-byte copies over the banks
         v.smem_static = 0
-        v.smem_dynamic = 2 * v.bk * ((v.bm + v.pad_a) + v.bn) * F
-        v.a_loads = v.bm * v.bk // v.vec // v.threads
-        v.b_loads = v.bk * v.bn // v.vec // v.threads
-        v.cluster, v.min_cc, v.align = 1, 0, v.vec
+        v.smem_dynamic = v.stages * v.bk * ((v.bm + v.pad_a) + v.bn) * F
+        if v.cl > 1 then -- the partial tile is parked in the same shared memory
+          v.smem_dynamic = math.max(v.smem_dynamic, v.bm * (v.bn + 4) * F)
+        end
+        -- Registers a thread needs: accumulators, two sets of fragments, and
+        -- about 32 for addresses, indices and the copy state.
+        v.regs = v.tm * v.tn + 2 * (v.tm + v.tn) + 32
+        -- Blocks per SM that registers, threads and shared memory allow.
+        local by_regs = t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8))
+        local by_threads = t.max_threads_per_sm // v.threads
+        local by_smem = t.smem_per_sm // (v.smem_dynamic + 1024)
+        v.fit = math.min(by_regs, by_threads, by_smem)
+        v.cluster, v.min_cc, v.align = v.cl, v.cl > 1 and 90 or 80, v.vec
       end,
       name = function(v)
-        return ("matmul_rb_%dx%dx%d_t%dx%d_v%d_g%d_o%d_s%d"):format(
-          v.bm, v.bn, v.bk, v.tm, v.tn, v.vec, v.group, v.occ, v.split)
+        return ("matmul_wt_%dx%dx%d_%s_w%dx%d_s%d_v%d_g%d_o%d_k%d_c%d"):format(
+          v.bm, v.bn, v.bk, v.tt, v.wtm, v.wtn, v.stages, v.vec, v.group, v.occ, v.split, v.cl)
       end,
       constraints = {
-        { "at least 128 threads per block, to hide memory latency", function(v) return v.threads >= 128 end },
-        { "every thread loads a whole number of A-tile vectors",
-          function(v) return (v.bm * v.bk // v.vec) % v.threads == 0 and v.a_loads >= 1 end },
-        { "every thread loads a whole number of B-tile vectors",
-          function(v) return (v.bk * v.bn // v.vec) % v.threads == 0 and v.b_loads >= 1 end },
-        { "thread tile of at most 64 accumulators, so registers do not spill",
-          function(v) return v.tm * v.tn <= 64 end },
-        { "the occupancy hint leaves room for the accumulators plus ~48 registers, else it spills",
-          function(v, t) return v.occ == 0 or t.regs_per_sm // (v.threads * v.occ) >= v.tm * v.tn + 48 end },
-        { "the occupancy hint fits the SM's threads", function(v, t) return v.threads * v.occ <= t.max_threads_per_sm end },
-        { "at most 48 KB of shared memory: the rb launcher does not opt in to more",
-          function(v) return v.smem_dynamic <= 48 * 1024 end },
-        { "32-wide tiles (for problems too small to fill the GPU) use float4 loads and no occupancy hint",
-          function(v) return (v.bm > 32 and v.bn > 32) or (v.vec == 4 and v.occ == 0) end },
-        { "split-K only for tiles up to 64x128: larger tiles are for shapes that fill the GPU anyway",
-          function(v) return v.split == 1 or v.bm * v.bn <= 64 * 128 end },
-        { "split-K variants use float4 loads and no occupancy hint (they are for long K, not for spread)",
-          function(v) return v.split == 1 or (v.vec == 4 and v.occ == 0) end },
+        -- What can be built at all.
+        { "warp tiles cover the block tile", function(v) return v.bm % v.wm == 0 and v.bn % v.wn == 0 end },
+        { "128 or 256 threads per block", function(v) return v.threads == 128 or v.threads == 256 end },
+        { "each thread copies one column of the A slice, a whole number of times",
+          function(v) return v.threads % v.bk == 0 and (v.bm * v.bk) % v.threads == 0 end },
+        { "each thread copies one column of the B slice, a whole number of times",
+          function(v) return v.threads % (v.bn // v.vec) == 0 and (v.bk * v.bn // v.vec) % v.threads == 0 end },
+        { "at most 32 copies of A per thread and slice (one bit each in the row mask)",
+          function(v) return v.bm * v.bk // v.threads <= 32 end },
+        { "warps read at most 128 bytes of A or B per k (one shared-memory wavefront)",
+          function(v) return v.wtm * 16 <= 128 and v.wtn * 16 <= 128 end },
+        { "at least one block fits an SM", function(v) return v.fit >= 1 end },
+        { "the occupancy hint is 0 or the most blocks that fit (lower changes nothing, higher spills)",
+          function(v) return v.occ == 0 or v.occ == v.fit end },
+        { "cluster split-K needs sm_90 (clusters and distributed shared memory)",
+          function(v, t) return v.cl == 1 or t.cc >= 90 end },
+        { "one way of splitting K at a time", function(v) return v.cl == 1 or v.split == 1 end },
+        { "cluster split-K: the tile's rows split evenly over the cluster", function(v) return v.bm % v.cl == 0 end },
+        -- What can win.  Measured on an H100 (bench/reference/): the
+        -- pairings, depths and hints left out lost to these by 2% or more.
+        { "block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..
+          "64x128, 128x64 and 128x128 with 8x8, 128x256 with 8x16 (one block per SM)",
+          function(v)
+            if v.tt == "t4x4" then return v.bm * v.bn <= 64 * 64 or (v.bm == 32 and v.bn == 128) end
+            if v.tt == "t8x8" then return v.bm >= 64 and v.bn <= 128 and v.bm * v.bn >= 64 * 128 end
+            return v.bm == 128 and v.bn == 256
+          end },
+        { "BK 16, or 8 for 128x256 blocks and for 4-byte copies of B (v1)",
+          function(v) return v.bk == (v.bn == 256 and 8 or 16) or v.vec == 1 end },
+        { "4-byte copies of B (unaligned calls): BK 8, 3 stages, no workspace split",
+          function(v) return v.vec == 4 or (v.bk == 8 and v.stages == 3 and v.split == 1) end },
+        { "2 to 4 stages for 128x128 blocks; 3 or 4 for the others; 3 when K is split or for 4x4 threads",
+          function(v)
+            if v.split > 1 or v.cl > 1 or v.tm * v.tn == 16 then return v.stages == 3 end
+            return v.stages >= 3 or (v.bm == 128 and v.bn == 128)
+          end },
+        { "the occupancy hint for 128x256 blocks (one per SM), 8x8 blocks of 128 threads (four) and 4x4 blocks " ..
+          "of 256 threads (four); both ways for 128x128 blocks; none for 32x64 blocks",
+          function(v)
+            if v.bm == 128 and v.bn == 128 then return true end
+            if v.bn == 256 or (v.tm * v.tn == 64 and v.threads == 128) then return v.occ > 0 end
+            if v.tm * v.tn == 16 then return (v.occ > 0) == (v.threads == 256) end
+            return true
+          end },
+        { "workspace split-K: 4 chunks for 128x128 and 64x128 blocks (long K on few tiles), " ..
+          "256 for 64x64 and 32x64 blocks (K much longer than M and N)",
+          function(v)
+            if v.split == 1 then return true end
+            if v.split == 4 then return v.bn == 128 and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
+            return v.bn == 64 and v.bm <= 64
+          end },
+        { "cluster split-K for blocks up to 128x128",
+          function(v) return v.cl == 1 or v.bm * v.bn <= 128 * 128 end },
+        { "128x128 blocks in clusters with the occupancy hint (caps registers at 128 for the reduction)",
+          function(v) return v.cl == 1 or v.bm * v.bn < 128 * 128 or v.occ > 0 end },
+        { "4-byte copies (v1) for 128x128, 128x256 and 64x64 blocks",
+          function(v) return v.vec == 4 or (v.bm == 128 and v.bn >= 128) or (v.bm == 64 and v.bn == 64) end },
       },
     },
   },
@@ -91,3 +150,4 @@ return {
     { "static shared memory <= 48 KB (larger needs dynamic)", function(v) return v.smem_static <= 48 * 1024 end },
   },
 }
+return S
