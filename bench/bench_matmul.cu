@@ -93,6 +93,28 @@ __global__ void diff_norms(const float *x, const float *ref, size_t n, double *o
   }
 }
 
+/* The TF32 probe: A has 1 + 2^-12 in column 0 and zeros elsewhere, B has
+ * ones in row 0 and zeros elsewhere, so every element of A B is exactly
+ * 1 + 2^-12 in fp32.  TF32 keeps 10 bits of mantissa and would round the
+ * product to 1: any element off counts as a TF32 (or otherwise reduced
+ * precision) kernel. */
+__global__ void tf32_probe_inputs(float *A, float *B, int M, int N, int K)
+{
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)M * K; i += (size_t)gridDim.x * blockDim.x)
+    A[i] = i % K == 0 ? 1.0f + 0x1p-12f : 0.0f;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)K * N; i += (size_t)gridDim.x * blockDim.x)
+    B[i] = i < (size_t)N ? 1.0f : 0.0f;
+}
+
+__global__ void count_not(const float *x, size_t n, float want, unsigned long long *count)
+{
+  unsigned long long c = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    c += x[i] != want;
+  if (c)
+    atomicAdd(count, c);
+}
+
 static void fill(float *x, size_t n, kt_rng *rng, const bench_device &d)
 {
   fill_random<<<d.info.sm_count * 8, 256>>>(x, n, kt_rng_next(rng));
@@ -287,6 +309,7 @@ int main(int argc, char **argv)
   BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
   std::vector<double> ratios;
   int failed = 0;
+  bool tf32_free = true;
 
   for (const shape &s : suite) {
     const size_t na = (size_t)s.m * s.k, nb = (size_t)s.k * s.n, nc = (size_t)s.m * s.n;
@@ -296,15 +319,33 @@ int main(int argc, char **argv)
     BENCH_CUDA(cudaMalloc(&C_kt, nc * sizeof(float)));
     BENCH_CUDA(cudaMalloc(&C_ref, nc * sizeof(float)));
     BENCH_CUDA(cudaMalloc(&C_seed, nc * sizeof(float)));
+    const int M = s.m, N = s.n, K = s.k;
+    const float one = 1.0f, zero = 0.0f;
+    /* Row-major C = A B is column-major C^T = B^T A^T: swap the operands
+     * and M with N; every leading dimension stays the row length. */
+    auto run_cublas = [&]() -> int {
+      cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &zero, C_ref, N);
+      return st == CUBLAS_STATUS_SUCCESS ? 0 : bench_fail("cublasSgemm: %s", cublasGetStatusString(st));
+    };
+
+    /* Same shape, same call: does cuBLAS compute in fp32? */
+    tf32_probe_inputs<<<d.info.sm_count * 8, 256>>>(A, B, M, N, K);
+    BENCH_CUDA(cudaGetLastError());
+    BENCH_CUDA(cudaMemset(scratch, 0, sizeof(unsigned long long)));
+    if (run_cublas() != 0)
+      return 1;
+    count_not<<<d.info.sm_count * 8, 256>>>(C_ref, nc, 1.0f + 0x1p-12f, (unsigned long long *)scratch);
+    BENCH_CUDA(cudaGetLastError());
+    unsigned long long reduced = 0;
+    BENCH_CUDA(cudaMemcpy(&reduced, scratch, sizeof reduced, cudaMemcpyDeviceToHost));
+    tf32_free = tf32_free && reduced == 0;
+
     fill(A, na, &rng, d);
     fill(B, nb, &rng, d);
     /* All-ones bytes are NaN: an element a kernel never writes fails the check. */
     BENCH_CUDA(cudaMemset(C_kt, 0xff, nc * sizeof(float)));
     BENCH_CUDA(cudaMemset(C_seed, 0xff, nc * sizeof(float)));
     BENCH_CUDA(cudaDeviceSynchronize());
-
-    const int M = s.m, N = s.n, K = s.k;
-    const float one = 1.0f, zero = 0.0f;
 
     kt_choice choice = {};
     int rc = kt_matmul_choice(ctx, M, N, K, A, K, B, N, C_kt, N, &choice);
@@ -314,12 +355,6 @@ int main(int argc, char **argv)
     auto run_ktune = [&]() -> int {
       int r = kt_matmul(ctx, M, N, K, 1.0f, A, K, B, N, 0.0f, C_kt, N, 0);
       return r == KT_OK ? 0 : bench_fail("kt_matmul: %s", kt_strerror(r));
-    };
-    /* Row-major C = A B is column-major C^T = B^T A^T: swap the operands
-     * and M with N; every leading dimension stays the row length. */
-    auto run_cublas = [&]() -> int {
-      cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &zero, C_ref, N);
-      return st == CUBLAS_STATUS_SUCCESS ? 0 : bench_fail("cublasSgemm: %s", cublasGetStatusString(st));
     };
     kt_matmul_args a = {};
     a.M = M, a.N = N, a.K = K, a.alpha = 1.0f, a.beta = 0.0f;
@@ -379,6 +414,11 @@ int main(int argc, char **argv)
   if (failed)
     printf("  (%d FAILED shape%s left out)", failed, failed > 1 ? "s" : "");
   printf("\n");
+
+  printf("TF32 probe (A B = 1 + 2^-12 exactly in fp32, 1 in TF32), cuBLAS at every shape: %s\n",
+         tf32_free ? "fp32 everywhere, no TF32 kernel ran" : "REDUCED PRECISION: some shape did not keep fp32");
+  if (!tf32_free)
+    ++failed;
 
   measure_dispatch(ctx, d, o);
   printf("\ncsv: %s/matmul.csv, %s/matmul_dispatch.csv\n", o.out.c_str(), o.out.c_str());
