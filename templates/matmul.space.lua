@@ -93,7 +93,8 @@ local S = {
         { "warps read at most 128 bytes of A or B per k (one shared-memory wavefront)",
           function(v) return v.wtm * 16 <= 128 and v.wtn * 16 <= 128 end },
         { "at least one block fits an SM", function(v) return v.fit >= 1 end },
-        { "the occupancy hint is 0 or the most blocks that fit (lower changes nothing, higher spills)",
+        { "the occupancy hint is 0 or the most blocks that registers (estimated), threads and shared memory " ..
+          "allow: a lower hint changes nothing, a higher one makes registers spill",
           function(v) return v.occ == 0 or v.occ == v.fit end },
         { "cluster split-K needs sm_90 (clusters and distributed shared memory)",
           function(v, t) return v.cl == 1 or t.cc >= 90 end },
