@@ -5,6 +5,8 @@
 -- --only keeps just the variants whose names match one of PATTERNS (comma-
 -- separated Lua patterns, anchored at both ends), plus every family's
 -- defaults, which dispatch needs: a quick way to build and tune a subset.
+-- A variant's file is the same with or without --only (its header names
+-- the command without it), so its hash, and what was tuned, stay valid.
 --
 -- Reads templates/<family>.space.lua and the template it names, drops every
 -- configuration that breaks a constraint, and writes one .cu per kept
@@ -42,13 +44,15 @@ local function parse_args(argv)
     elseif a == "--explain" then o.explain = true
     elseif a == "--quiet" then o.quiet = true
     elseif a == "--check" then o.check = true
-    elseif a == "--only" then o.only = argv[i + 1]; i = i + 1
+    elseif a == "--only" then
+      o.only = argv[i + 1]; i = i + 1
+      if not o.only or o.only:match("^%-%-") or not o.only:match("[^,%s]") then usage("--only needs patterns") end
     elseif a == "-h" or a == "--help" then usage()
     else usage("unknown argument '" .. tostring(a) .. "'") end
     i = i + 1
   end
   if not o.arch then usage("--arch is required") end
-  if not o.out or not o.templates or (o.only == nil and argv[#argv] == "--only") then usage("missing value") end
+  if not o.out or not o.templates then usage("missing value") end
   return o
 end
 
@@ -110,19 +114,25 @@ local function header(v, tpl_path, opts, command)
 end
 
 -- --only: move the kept variants that match no pattern (and are no default)
--- to the dropped list, with the reason.
+-- to the dropped list, with the reason.  Returns the kept list and how many
+-- variants the patterns themselves matched, or nil and a message.
 local function select_only(s, kept, dropped, patterns)
   local pats, is_default = {}, {}
-  for p in patterns:gmatch("[^,%s]+") do pats[#pats + 1] = "^" .. p .. "$" end
+  for p in patterns:gmatch("[^,%s]+") do pats[#pats + 1] = p end
   for _, name in ipairs(s.defaults or {}) do is_default[name] = true end
-  local out = {}
+  local out, matched = {}, 0
   for _, v in ipairs(kept) do
-    local hit = is_default[v.name]
-    for _, p in ipairs(pats) do hit = hit or v.name:match(p) ~= nil end
-    if hit then out[#out + 1] = v
+    local hit = false
+    for _, p in ipairs(pats) do
+      local ok, m = pcall(string.match, v.name, "^" .. p .. "$")
+      if not ok then return nil, ("bad --only pattern '%s': %s"):format(p, (tostring(m):gsub("^.-:%d+: ", ""))) end
+      hit = hit or m ~= nil
+    end
+    if hit then matched = matched + 1 end
+    if hit or is_default[v.name] then out[#out + 1] = v
     else dropped[#dropped + 1] = { v = v, reasons = { "not selected by --only" } } end
   end
-  return out
+  return out, matched
 end
 
 local function main(argv)
@@ -133,9 +143,10 @@ local function main(argv)
   local command = "lua5.4 generator/ktgen.lua --arch " .. shell_quote(opts.arch) ..
     " --out " .. shell_quote(opts.out)
   if opts.templates ~= "templates" then command = command .. " --templates " .. shell_quote(opts.templates) end
-  if opts.only then command = command .. " --only " .. shell_quote(opts.only) end
+  -- Variant headers name the command without --only (see the top).
+  local reg_command = command .. (opts.only and (" --only " .. shell_quote(opts.only)) or "")
 
-  local families = {}
+  local families, only_matched = {}, 0
   for _, fam in ipairs(FAMILIES) do
     local path = opts.templates .. "/" .. fam .. ".space.lua"
     local s = space.load(path, errs)
@@ -144,7 +155,12 @@ local function main(argv)
       -- it is read from the --templates folder.
       if type(s.template) == "string" then s.template = opts.templates .. "/" .. s.template:match("[^/]*$") end
       local kept, dropped = space.enumerate(s, t, errs)
-      if kept and opts.only then kept = select_only(s, kept, dropped, opts.only) end
+      if kept and opts.only then
+        local matched
+        kept, matched = select_only(s, kept, dropped, opts.only)
+        if not kept then usage(matched) end
+        only_matched = only_matched + matched
+      end
       local compiled = render.compile(s.template, errs)
       if kept and compiled then
         for _, k in ipairs(s.kernels) do
@@ -168,6 +184,9 @@ local function main(argv)
     end
   end
 
+  if opts.only and only_matched == 0 and errs:empty() then
+    io.stderr:write("ktgen: warning: --only matched no variant; only the defaults are kept\n")
+  end
   if not errs:empty() then
     errs:report(io.stderr)
     io.stderr:write(("ktgen: %d error(s); nothing written\n"):format(#errs.list))
@@ -216,7 +235,7 @@ local function main(argv)
     end
     p:close()
   end
-  local reg = registry.emit(families, opts, command)
+  local reg = registry.emit(families, opts, reg_command)
   for name, text in pairs(reg) do
     if write_if_changed(opts.out .. "/" .. name, text) then changed = changed + 1 end
   end
