@@ -108,6 +108,7 @@ constexpr int B_KSTEP = THREADS / (BN / VEC);    // rows between a thread's copi
 static_assert(A_COPIES * THREADS == BM * BK && THREADS % BK == 0, "each thread copies one column of A");
 static_assert(B_COPIES * VEC * THREADS == BK * BN && THREADS % (BN / VEC) == 0, "each thread copies one column of B");
 static_assert(A_COPIES <= 32, "the rows-in-range mask has 32 bits");
+static_assert(BK % 2 == 0, "the fragment buffers alternate with k, and k = 0 of every slice uses buffer 0");
 
 // 4- or 16-byte asynchronous copies global -> shared.  The _zfill forms
 // read only `src_bytes` and fill the rest with zeros (0 reads nothing).
@@ -363,8 +364,9 @@ static __device__ __forceinline__ void cluster_reduce(const float (&acc)[TM][TN]
  * Split-K: when M x N has too few tiles to fill the GPU but K is long, the
  * K range is cut into gridDim.y chunks of k_chunk.  Each block writes its
  * partial tile to a workspace W[z][M][N]; a second kernel adds the chunks
- * in order z = 0, 1, ... and applies alpha and beta.  The order is fixed,
- * so the result is the same on every run (no atomics).
+ * in a fixed order (see the two reductions below) and applies alpha and
+ * beta.  No atomics: the result is the same on every run on a given GPU
+ * (which reduction runs depends on its SM count).
  */
 @ end
 extern "C" __global__ void __launch_bounds__(THREADS$(occ > 0 and (", " .. occ) or ""))
@@ -388,7 +390,8 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
 @ if split > 1 or cl > 1 then
   // This block's chunk of K: [k_begin, K), K lowered to the chunk's end.
   const int k_begin = blockIdx.y * k_chunk;
-  K = min(K, k_begin + k_chunk);
+  if (k_chunk < K - k_begin) // k_begin + k_chunk may pass INT_MAX on the last chunk
+    K = k_begin + k_chunk;
 @   if split > 1 then
   float *const w = gridDim.y > 1 ? W + (size_t)blockIdx.y * M * N : nullptr;
 @   else
@@ -453,7 +456,8 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   int stage = 0;
   const float *as = As + wr, *bs = Bs + wc;
   float a[2][TM], b[2][TN];
-  load_frags(a[0], b[0], as, bs, 0);
+  if (steps > 0)
+    load_frags(a[0], b[0], as, bs, 0);
   for (int s = 0; s < steps; ++s) {
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
@@ -524,6 +528,7 @@ $(name)_reduce(int M, int N, int splits, float alpha, const float *__restrict__ 
 }
 
 constexpr int RED_E = 32, RED_Z = 8;
+static_assert(RED_E * RED_Z == 256, "both reductions run 256 threads a block");
 extern "C" __global__ void __launch_bounds__(RED_E * RED_Z)
 $(name)_reduce_wide(int M, int N, int splits, float alpha, const float *__restrict__ W, float beta,
                     float *__restrict__ C, long long ldc)

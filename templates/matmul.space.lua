@@ -11,8 +11,9 @@ local S = {
   family = "matmul",
   template = "templates/matmul.cu.tpl",
 
-  -- Untuned calls use the first of these that serves the call.  The last,
-  -- the Programming Guide's kernel, serves every input.
+  -- Untuned calls use the first of these that serves the call: float4
+  -- copies when pointers and leading dimensions allow, else 4-byte copies;
+  -- the last, the Programming Guide's kernel, serves every input anywhere.
   defaults = { "matmul_wt_128x128x16_t8x8_w4x8_s3_v4_g8_o0_k1_c1", "matmul_wt_128x128x8_t8x8_w4x8_s3_v1_g8_o2_k1_c1",
                "matmul_bs16_pad0" },
 
@@ -46,7 +47,7 @@ local S = {
         { "stages", { 2, 3, 4 }, "K slices in shared memory: one being used, the rest in flight (cp.async)" },
         { "vec", { 1, 4 }, "floats per copy of B and per store of C; 4 needs 16-byte aligned pointers and ldX % 4 == 0" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)" },
-        { "occ", { 0, 1, 2, 4 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint" },
+        { "occ", { 0, 1, 2, 3, 4 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint" },
         { "split", { 1, 4, 256 }, "most chunks K is split into, summed through a workspace (deterministic); 1 = none" },
         { "cl", { 1, 2, 4 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none" },
       },
@@ -118,8 +119,8 @@ local S = {
             if v.split > 1 or v.cl > 1 or v.tm * v.tn == 16 then return v.stages == 3 end
             return v.stages >= 3 or (v.bm == 128 and v.bn == 128)
           end },
-        { "the occupancy hint for 128x256 blocks (one per SM), 8x8 blocks of 128 threads (four) and 4x4 blocks " ..
-          "of 256 threads (four); both ways for 128x128 blocks; none for 32x64 blocks",
+        { "the occupancy hint for 128x256 blocks (one per SM), 8x8 blocks of 128 threads and 4x4 blocks " ..
+          "of 256 threads; both ways for 128x128 blocks; none for 32x64 blocks",
           function(v)
             if v.bm == 128 and v.bn == 128 then return true end
             if v.bn == 256 or (v.tm * v.tn == 64 and v.threads == 128) then return v.occ > 0 end
