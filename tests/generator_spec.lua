@@ -612,6 +612,40 @@ describe("ktgen", function()
       assert.are.same({}, tree_diff(first, second))
     end)
 
+    -- --only builds a subset; what it writes must be what the full run
+    -- writes, byte for byte, so tuned entries (keyed by the file's hash)
+    -- stay valid whichever way the variants were built.
+    it("--only keeps the matching variants and the defaults, each file as the full run writes it", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet --only 'matmul_wt_64x128x16_.*'")
+      assert(os.rename(dir .. "/out", dir .. "/only"))
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet")
+      local only, full = tree(dir .. "/only"), tree(dir .. "/out")
+      local want = {}
+      for _, family in ipairs(FAMILIES) do
+        for _, name in ipairs(load_space(family).defaults or {}) do want[family .. "/" .. name .. ".cu"] = true end
+      end
+      for path in pairs(full) do
+        if path:match("^matmul/matmul_wt_64x128x16_.*%.cu$") then want[path] = true end
+      end
+      local problems = {}
+      for path in pairs(want) do
+        if only[path] == nil then problems[#problems + 1] = "missing: " .. path
+        elseif only[path] ~= full[path] then problems[#problems + 1] = "differs from the full run: " .. path end
+      end
+      for path in pairs(only) do
+        if path:match("%.cu$") and not want[path] then problems[#problems + 1] = "not selected: " .. path end
+      end
+      table.sort(problems)
+      assert.are.same({}, problems)
+      assert.is_true(count(want) > #FAMILIES * 2)
+      assert.is_truthy(only["variants.mk"]:find("KT_GENERATED_ONLY := matmul_wt_64x128x16_.*", 1, true))
+      local code, _, err = ktgen("--arch sm_90 --out " .. dir .. "/bad --only 'matmul_wt_[12'")
+      assert.are.equal(2, code)
+      assert.is_truthy(err:find("bad --only pattern", 1, true), err)
+    end)
+
     it("writes every file on the first run and rewrites none on a rerun", function()
       local dir = mkdtemp()
       finally(function() rm_tree(dir) end)
