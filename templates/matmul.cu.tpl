@@ -230,6 +230,27 @@ static __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const
     }
 }
 
+/* crow[c .. c+3] = v + beta * crow[c .. c+3], the columns before N only,
+ * never reading C when beta == 0 (it may hold NaN).  v holds alpha * sums. */
+static __device__ __forceinline__ void store4(float *crow, int c, int N, float (&v)[4], float beta)
+{
+@ if vec == 4 then
+  if (c + 4 <= N) { // a float4: crow + c is 16-byte aligned when VEC is 4
+    float4 *p = reinterpret_cast<float4 *>(crow + c);
+    if (beta != 0.0f) {
+      const float4 o = *p;
+      v[0] += beta * o.x; v[1] += beta * o.y; v[2] += beta * o.z; v[3] += beta * o.w;
+    }
+    *p = make_float4(v[0], v[1], v[2], v[3]);
+    return;
+  }
+@ end
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if (c + j < N)
+      crow[c + j] = beta == 0.0f ? v[j] : v[j] + beta * crow[c + j];
+}
+
 /* Epilogue: C = alpha * acc + beta * C, never reading C when beta == 0.
  * acc[i][j] is C's element (r0 + (i/4)*ROW_STEP + i%4, c0 + (j/4)*COL_STEP + j%4).
 @ if split > 1 then
@@ -272,21 +293,7 @@ static __device__ __forceinline__ void write_c(const float (&acc)[TM][TN], int r
 #pragma unroll
       for (int j = 0; j < 4; ++j)
         v[j] = alpha * acc[i][g * 4 + j];
-@ if vec == 4 then
-      if (c + 4 <= N) {
-        float4 *p = reinterpret_cast<float4 *>(crow + c);
-        if (beta != 0.0f) {
-          const float4 o = *p;
-          v[0] += beta * o.x; v[1] += beta * o.y; v[2] += beta * o.z; v[3] += beta * o.w;
-        }
-        *p = make_float4(v[0], v[1], v[2], v[3]);
-        continue;
-      }
-@ end
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (c + j < N)
-          crow[c + j] = beta == 0.0f ? v[j] : v[j] + beta * crow[c + j];
+      store4(crow, c, N, v, beta);
     }
   }
 }
@@ -338,22 +345,7 @@ static __device__ __forceinline__ void cluster_reduce(const float (&acc)[TM][TN]
     if (gr >= M)
       continue;
     float v[4] = {alpha * sum.x, alpha * sum.y, alpha * sum.z, alpha * sum.w};
-    float *crow = C + (size_t)gr * ldc;
-@ if vec == 4 then
-    if (gc + 4 <= N) {
-      float4 *p = reinterpret_cast<float4 *>(crow + gc);
-      if (beta != 0.0f) {
-        const float4 o = *p;
-        v[0] += beta * o.x; v[1] += beta * o.y; v[2] += beta * o.z; v[3] += beta * o.w;
-      }
-      *p = make_float4(v[0], v[1], v[2], v[3]);
-      continue;
-    }
-@ end
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      if (gc + j < N)
-        crow[gc + j] = beta == 0.0f ? v[j] : v[j] + beta * crow[gc + j];
+    store4(C + (size_t)gr * ldc, gc, N, v, beta);
   }
   cluster.sync(); // no block leaves while another may still read its tile
 }
