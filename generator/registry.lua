@@ -6,7 +6,7 @@
 -- written by another generator is never dispatched.
 local registry = {}
 
-registry.VERSION = "1.0"
+registry.VERSION = "1.1"
 
 local FAMILY_ENUM = { matmul = "KT_FAMILY_MATMUL", hist = "KT_FAMILY_HIST" }
 
@@ -71,12 +71,12 @@ function registry.emit(families, opts, command)
       c[#c + 1] = ("  { .name = %s, .family = %s, .algo = %s,\n" ..
         "    .params = params_%s, .nparams = %d,\n" ..
         "    .threads = %d, .cluster = %d, .min_cc = %d,\n" ..
-        "    .smem_static = %d, .smem_dynamic = %d, .smem_per_bin = %d,\n" ..
-        "    .align = %d, .max_nbins = %d, .default_rank = %d,\n" ..
+        "    .smem_static = %d, .smem_dynamic = %d, .align = %d,\n" ..
+        "    .counter_bits = %d, .copies = %d, .banded = %d, .default_rank = %d,\n" ..
         "    .source_hash = %s, .launch = kt_launch_%s },\n"):format(
         cstr(v.name), FAMILY_ENUM[v.family], cstr(v.algo), v.name, #v.param_names,
-        v.threads, v.cluster, v.min_cc, v.smem_static, v.smem_dynamic, v.smem_per_bin or 0,
-        v.align or 1, v.max_nbins or 0, f.defaults[v.name] or 0, cstr(v.source_hash), v.name)
+        v.threads, v.cluster, v.min_cc, v.smem_static, v.smem_dynamic, v.align or 1,
+        v.counter_bits or 0, v.copies or 1, v.banded or 0, f.defaults[v.name] or 0, cstr(v.source_hash), v.name)
     end
   end
   c[#c + 1] = "};\n\nconst int kt_registry_count = (int)(sizeof kt_registry / sizeof kt_registry[0]);\n"

@@ -14,7 +14,7 @@ local space = {}
 local REQUIRED = {
   common = { "threads", "smem_static", "smem_dynamic", "cluster", "min_cc" },
   matmul = { "align" },
-  hist = { "smem_per_bin", "max_nbins" },
+  hist = { "counter_bits", "copies", "banded" },
 }
 
 local function where(fn, file)

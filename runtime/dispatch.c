@@ -48,8 +48,8 @@ void kt_problem_key(const kt_problem *p, int with_dist, char *buf, size_t len)
 long long kt_variant_smem(const kt_variant *v, long long nbins)
 {
   long long s = (long long)v->smem_static + v->smem_dynamic;
-  if (v->family == KT_FAMILY_HIST && v->smem_per_bin > 0)
-    s += (long long)v->smem_per_bin * ((nbins + v->cluster - 1) / v->cluster);
+  if (v->counter_bits > 0 && !v->banded)
+    s += kt_hist_smem_bytes(nbins, v->cluster, v->copies, v->counter_bits);
   return s;
 }
 
@@ -83,8 +83,6 @@ int kt_variant_serves_matmul(const kt_variant *v, const kt_device_info *d, const
 int kt_variant_serves_hist(const kt_variant *v, const kt_device_info *d, long long nbins)
 {
   if (v->family != KT_FAMILY_HIST || !kt_variant_runs_on(v, d))
-    return 0;
-  if (v->max_nbins > 0 && nbins > v->max_nbins)
     return 0;
   return kt_variant_smem(v, nbins) <= d->smem_optin;
 }

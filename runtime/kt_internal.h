@@ -48,16 +48,57 @@ KT_INTERNAL void *kt_device_pool(int ordinal);
 
 /* ---- problems ---------------------------------------------------------- */
 
+/* A problem is a family and up to KT_MAX_DIMS sizes, which the family names
+ * (kt_family_ops.dims); the unions give them their family's names. */
+#define KT_MAX_DIMS 3
 typedef struct kt_problem {
   kt_family family;
-  long long m, n, k;  /* matmul */
-  long long nbins;    /* hist */
-  long long nsamples; /* hist */
-  char dist[16];      /* hist input distribution for measurements, "" for winners */
+  union {
+    long long dim[KT_MAX_DIMS];
+    struct {
+      long long m, n, k; /* matmul */
+    };
+    struct {
+      long long nbins, nsamples; /* hist */
+    };
+  };
+  char dist[16]; /* input distribution of a measurement; "" for rankings */
 } kt_problem;
 
 /* "4096x4096x4096" or "nbins=65536 n=268435456"; with_dist adds " dist=skewed". */
 KT_INTERNAL void kt_problem_key(const kt_problem *p, int with_dist, char *buf, size_t len);
+
+/* ---- families (family.c: the table; matmul.c, hist.c: the entries) ------ */
+
+struct kt_tuned;
+
+/* What the shared modules (context, dispatch, database, tuner) know about a
+ * family: they loop over kt_families[] and call these, and never ask which
+ * family they hold. */
+typedef struct kt_family_ops {
+  kt_family id;
+  const char *name;              /* registry, database and CLI name: "matmul", "hist" */
+  const char *long_name;         /* also accepted where a family is named: "histogram" */
+  int ndims;                     /* sizes in kt_problem.dim */
+  const char *dims[KT_MAX_DIMS]; /* their database columns, in dim order */
+  /* The problem's key, without the distribution: "4096x4096x4096". */
+  void (*key)(const kt_problem *p, char *buf, size_t len);
+  /* Parse a key as key() writes it, or the short form the CLI takes
+   * ("4096x4096x4096"; "65536" or "65536:268435456"); 0 on success. */
+  int (*parse)(const char *s, kt_problem *out);
+  /* May v serve problem p on d?  Size limits only (shared memory for the
+   * bins, ...); the call's pointers are checked by the API functions. */
+  int (*fits)(const kt_variant *v, const kt_device_info *d, const kt_problem *p);
+  /* Precompute what the family's selection rule needs of a tuned problem. */
+  void (*prepare)(struct kt_tuned *t);
+} kt_family_ops;
+
+KT_INTERNAL extern const kt_family_ops *const kt_families[]; /* indexed by kt_family */
+KT_INTERNAL extern const int kt_family_count;
+/* The family's operations; NULL for an unknown family. */
+KT_INTERNAL const kt_family_ops *kt_family_get(kt_family f);
+/* By name or long name ("hist", "histogram"); NULL when none matches. */
+KT_INTERNAL const kt_family_ops *kt_family_find(const char *name);
 
 /* ---- registry lookups (dispatch.c) ------------------------------------- */
 
@@ -115,6 +156,7 @@ KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_ver
                            size_t errlen);
 
 typedef struct kt_tuned {
+  /* see kt_db_load */
   kt_problem problem;
   char key[96];
   int count;

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
-#define KT_ABI_VERSION 2
+#define KT_ABI_VERSION 3
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +49,17 @@ typedef struct kt_hist_args {
   int smem_optin;  /* most dynamic shared memory one block may opt in to */
 } kt_hist_args;
 
+/* Dynamic shared memory of one histogram block that holds its share of
+ * nbins bins (the bins are split over `cluster` blocks), in `copies` copies
+ * of counters of `counter_bits` bits packed into 32-bit words.  The one
+ * formula: the launchers size their launches with it and the runtime
+ * decides with it whether a variant fits a device. */
+static inline long long kt_hist_smem_bytes(long long nbins, int cluster, int copies, int counter_bits)
+{
+  const long long per_block = (nbins + cluster - 1) / cluster;
+  return (long long)copies * ((per_block * counter_bits + 31) / 32) * 4;
+}
+
 typedef int (*kt_launch_fn)(const void *args, cudaStream_t stream);
 
 typedef struct kt_param {
@@ -67,10 +78,12 @@ typedef struct kt_variant {
   int min_cc;              /* minimum compute capability x 10 */
   int smem_static;         /* bytes per block */
   int smem_dynamic;        /* bytes per block, fixed part */
-  int smem_per_bin;        /* hist: dynamic bytes per bin a block holds */
   int align;               /* matmul: pointers and leading dimensions must be
                               multiples of this many floats */
-  long long max_nbins;     /* hist: most bins it serves on the target; 0 = any */
+  int counter_bits;        /* hist: bits per shared-memory counter; 0 = none */
+  int copies;              /* hist: copies of the bins a block holds */
+  int banded;              /* hist: splits the bins into bands that fit, so
+                              serves any nbins */
   int default_rank;        /* 0, or preference among the untuned defaults */
   const char *source_hash; /* FNV-1a 64 of the generated source */
   kt_launch_fn launch;

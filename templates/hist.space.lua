@@ -32,8 +32,9 @@ return {
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
       },
       derive = function(v)
-        v.smem_static, v.smem_dynamic, v.smem_per_bin = 0, 0, 0
-        v.cluster, v.min_cc, v.max_nbins = 1, 0, 0
+        v.smem_static, v.smem_dynamic = 0, 0
+        v.counter_bits, v.copies, v.banded = 0, 1, 0
+        v.cluster, v.min_cc = 1, 0
       end,
       name = function(v) return ("hist_global_t%d_a%d_u%d"):format(v.threads, v.agg, v.ipt) end,
     },
@@ -48,12 +49,11 @@ return {
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
       },
       derive = function(v, t)
-        v.smem_static = 0
-        -- rep copies of ceil(nbins / per_word) words
-        v.smem_per_bin = v.cw // 8 * v.rep
-        v.smem_dynamic = v.cw == 16 and 2 * v.rep or 0
+        -- rep copies of the counters; the size for nbins bins is
+        -- kt_hist_smem_bytes (runtime/kt_variant.h), at launch time
+        v.smem_static, v.smem_dynamic = 0, 0
+        v.counter_bits, v.copies, v.banded = v.cw, v.rep, 0
         v.cluster, v.min_cc = 1, 0
-        v.max_nbins = (t.smem_optin - v.smem_dynamic) // v.smem_per_bin
       end,
       name = function(v)
         return ("hist_smem_t%d_r%d_a%d_w%d_u%d"):format(v.threads, v.rep, v.agg, v.cw, v.ipt)
@@ -75,11 +75,9 @@ return {
       },
       derive = function(v, t)
         v.log2_cluster = log2(v.cluster)
-        v.smem_static = 0
-        v.smem_per_bin = v.cw // 8
-        v.smem_dynamic = v.cw == 16 and 2 or 0
+        v.smem_static, v.smem_dynamic = 0, 0
+        v.counter_bits, v.copies, v.banded = v.cw, 1, 0
         v.min_cc = 90
-        v.max_nbins = ((t.smem_optin - v.smem_dynamic) // v.smem_per_bin) * v.cluster
       end,
       name = function(v)
         return ("hist_dsm_c%d_t%d_%s_w%d_u%d"):format(v.cluster, v.threads, v.layout, v.cw, v.ipt)
@@ -103,10 +101,10 @@ return {
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
       },
       derive = function(v, t)
-        v.smem_static = 0
-        v.smem_dynamic = t.smem_optin -- a band fills the block's shared memory
-        v.smem_per_bin = 0
-        v.cluster, v.min_cc, v.max_nbins = 1, 0, 0
+        -- a band fills the block's shared memory, whatever the device has
+        v.smem_static, v.smem_dynamic = 0, 0
+        v.counter_bits, v.copies, v.banded = v.cw, 1, 1
+        v.cluster, v.min_cc = 1, 0
       end,
       name = function(v) return ("hist_band_t%d_w%d_u%d"):format(v.threads, v.cw, v.ipt) end,
     },

@@ -870,8 +870,8 @@ describe("ktgen", function()
         local clustered = 0
         for name, e in pairs((parse_registry(TREE[arch].files["registry.c"]))) do
           local n = {}
-          for _, f in ipairs({ "threads", "cluster", "min_cc", "smem_static", "smem_dynamic", "smem_per_bin",
-            "max_nbins" }) do
+          for _, f in ipairs({ "threads", "cluster", "min_cc", "smem_static", "smem_dynamic", "counter_bits",
+            "copies", "banded" }) do
             n[f] = tonumber(e[f])
           end
           local where = arch .. " " .. name .. ": "
@@ -882,12 +882,12 @@ describe("ktgen", function()
           if n.smem_static + n.smem_dynamic > t.smem_optin then
             problems[#problems + 1] = where .. (n.smem_static + n.smem_dynamic) .. " B shared memory"
           end
-          -- At its largest nbins, a histogram's bins are split over the cluster.
-          if n.max_nbins > 0 then
-            local per_block = n.smem_per_bin * ((n.max_nbins + n.cluster - 1) // n.cluster)
-            if per_block > t.smem_optin then
-              problems[#problems + 1] = ("%s%d B shared memory at max_nbins %d"):format(where, per_block, n.max_nbins)
+          -- Histogram counters: none, or 16 or 32 bits, in at least one copy.
+          if e.family == "KT_FAMILY_HIST" then
+            if n.counter_bits ~= 0 and n.counter_bits ~= 16 and n.counter_bits ~= 32 then
+              problems[#problems + 1] = where .. n.counter_bits .. "-bit counters"
             end
+            if n.copies < 1 then problems[#problems + 1] = where .. n.copies .. " copies" end
           end
         end
         if not t.clusters and clustered > 0 then

@@ -201,11 +201,11 @@ static inline int kt_test_is_hist(const kt_variant *v)
 }
 static inline int kt_test_is_hist_smem(const kt_variant *v)
 {
-  return v->family == KT_FAMILY_HIST && strcmp(v->algo, "smem") == 0 && v->max_nbins > 0;
+  return v->family == KT_FAMILY_HIST && strcmp(v->algo, "smem") == 0 && v->counter_bits > 0;
 }
 static inline int kt_test_is_hist_global(const kt_variant *v)
 {
-  return v->family == KT_FAMILY_HIST && v->max_nbins == 0 && v->cluster == 1 && v->min_cc == 0;
+  return v->family == KT_FAMILY_HIST && v->counter_bits == 0 && v->cluster == 1 && v->min_cc == 0;
 }
 static inline int kt_test_is_hist_cluster(const kt_variant *v)
 {

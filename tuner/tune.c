@@ -223,13 +223,13 @@ int kt_tune_main(int argc, char **argv)
   int np = 0;
   if (o.do_matmul)
     for (int i = 0; i < nshapes && np < 128; ++i) {
-      kt_problem p = {KT_FAMILY_MATMUL, shapes[3 * i], shapes[3 * i + 1], shapes[3 * i + 2], 0, 0, ""};
+      kt_problem p = {.family = KT_FAMILY_MATMUL, .m = shapes[3 * i], .n = shapes[3 * i + 1], .k = shapes[3 * i + 2]};
       probs[np++] = p;
     }
   if (o.do_hist)
     for (int i = 0; i < nbins; ++i)
       for (int d = 0; d < ndists && np < 128; ++d) {
-        kt_problem p = {KT_FAMILY_HIST, 0, 0, 0, bins[i], o.hist_n, ""};
+        kt_problem p = {.family = KT_FAMILY_HIST, .nbins = bins[i], .nsamples = o.hist_n};
         snprintf(p.dist, sizeof p.dist, "%.15s", dists[d]);
         probs[np++] = p;
       }
