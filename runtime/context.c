@@ -1,11 +1,11 @@
-/* runtime/context.c: the public API (ktune.h): contexts, argument checks,
- * dispatch and launch.
+/* runtime/context.c: contexts (kt_open, kt_close) and what the family
+ * modules' API functions share: the open-context check, the device pointer
+ * check, the tuned problems of a family, and launching.
  *
  * A context is immutable once kt_open returns (device facts and the tuned
  * winners, loaded once), so calls on one context from several threads need
  * no lock beyond the check that the context is open.
  */
-#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,18 +16,16 @@
 #include "kt_internal.h"
 #include "registry.h"
 
-/* Largest M, N or K: INT_MAX less room for a tile's overshoot. */
-#define KT_MAX_DIM (INT_MAX - 1024)
-
 #ifndef KT_DEFAULT_DB
 #define KT_DEFAULT_DB "tuning-db/ktune.db"
 #endif
 
 struct kt_context {
   kt_device_info dev;
-  int described; /* no real device behind it (tests, tools) */
-  kt_tuned *tuned;
+  int described;   /* no real device behind it (tests, tools) */
+  kt_tuned *tuned; /* ordered by family (kt_db_load) */
   int ntuned;
+  int first[KT_MAX_FAMILIES], count[KT_MAX_FAMILIES]; /* each family's slice of tuned */
   kt_log_fn log;
   void *log_user;
   int log_level;
@@ -81,7 +79,7 @@ static int live_remove(kt_context *c)
   return found;
 }
 
-static int live_check(const kt_context *c)
+int kt_context_check(const kt_context *c)
 {
   if (!c)
     return KT_ERR_BAD_CONTEXT;
@@ -148,6 +146,13 @@ static int finish_open(kt_context **out, const kt_device_info *dev, int describe
   if (rc == KT_OK)
     rc = kt_db_load(db, dev->fingerprint, kt_registry_generator_version, &c->tuned, &c->ntuned, err, sizeof err);
   kt_db_close(db);
+  for (int i = c->ntuned - 1; i >= 0; --i) {
+    const int f = (int)c->tuned[i].problem.family;
+    if (f >= 0 && f < KT_MAX_FAMILIES) {
+      c->first[f] = i;
+      c->count[f]++;
+    }
+  }
   if (rc != KT_OK)
     logf_(c, KT_LOG_WARN, "ktune: tuning database %s: %s (%s); using the default variants", path, kt_strerror(rc), err);
   else
@@ -207,57 +212,12 @@ void kt_close(kt_context *c)
 
 const char *kt_device_name(const kt_context *c)
 {
-  return live_check(c) == KT_OK ? c->device_line : "(no context)";
+  return kt_context_check(c) == KT_OK ? c->device_line : "(no context)";
 }
 
 int kt_tuned_count(const kt_context *c)
 {
-  return live_check(c) == KT_OK ? c->ntuned : 0;
-}
-
-/* ---- argument checks ------------------------------------------------- */
-
-/* Elements spanned by rows x cols with row stride ld, as bytes; 0 on overflow. */
-static int span_ok(long long rows, long long cols, long long ld)
-{
-  long long e;
-  if (__builtin_mul_overflow(rows - 1, ld, &e) || __builtin_add_overflow(e, cols, &e))
-    return 0;
-  return e <= (LLONG_MAX / 4);
-}
-
-static int check_matmul(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B, int64_t ldb,
-                        const float *C, int64_t ldc)
-{
-  if (!A || !B || !C)
-    return KT_ERR_NULL_POINTER;
-  if (M <= 0 || N <= 0 || K <= 0)
-    return KT_ERR_BAD_SIZE;
-  if (lda < K || ldb < N || ldc < N)
-    return KT_ERR_BAD_LD;
-  /* The kernels index rows with 64 bits but step through M, N and K in
-   * 32-bit ints that may run a tile (at most 256) past the end: larger
-   * sizes are refused, never computed wrongly. */
-  if (M > KT_MAX_DIM || N > KT_MAX_DIM || K > KT_MAX_DIM || !span_ok(M, K, lda) || !span_ok(K, N, ldb) ||
-      !span_ok(M, N, ldc))
-    return KT_ERR_OVERFLOW;
-  if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 3u)
-    return KT_ERR_MISALIGNED;
-  return KT_OK;
-}
-
-static int check_hist(const int32_t *samples, uint64_t n, const uint32_t *bins, int64_t nbins)
-{
-  if (!bins || (!samples && n > 0))
-    return KT_ERR_NULL_POINTER;
-  if (nbins <= 0)
-    return KT_ERR_BAD_SIZE;
-  /* Counts are uint32: more samples could wrap a bin. */
-  if (nbins > INT_MAX || n > UINT32_MAX)
-    return KT_ERR_OVERFLOW;
-  if (((uintptr_t)samples | (uintptr_t)bins) & 3u)
-    return KT_ERR_MISALIGNED;
-  return KT_OK;
+  return kt_context_check(c) == KT_OK ? c->ntuned : 0;
 }
 
 /* Is p device memory (or managed memory) usable on the context's device?
@@ -270,7 +230,7 @@ static int check_hist(const int32_t *samples, uint64_t n, const uint32_t *bins, 
  * The cost: a device buffer freed after a call passed it stays in the table,
  * so a later use-after-free of it is not refused here but fails in the
  * kernel, as it would in any CUDA library. */
-static int device_pointer(kt_context *c, const void *p)
+int kt_context_device_pointer(kt_context *c, const void *p)
 {
   if (c->described)
     return 0;
@@ -290,102 +250,9 @@ static int device_pointer(kt_context *c, const void *p)
   return ok;
 }
 
-/* ---- choosing -------------------------------------------------------- */
-
-static void fill_choice(kt_choice *out, const kt_variant *v, const kt_tuned *t, const char *why)
-{
-  if (!out)
-    return;
-  memset(out, 0, sizeof *out);
-  snprintf(out->variant, sizeof out->variant, "%s", v->name);
-  out->tuned = t != NULL;
-  if (t)
-    snprintf(out->matched, sizeof out->matched, "%s", t->key);
-  snprintf(out->reason, sizeof out->reason, "%s", why);
-}
-
-static const kt_variant *default_variant(const kt_context *c, kt_family f,
-                                         int (*serves)(const kt_variant *, const void *), const void *call)
-{
-  const kt_variant *best = NULL;
-  for (int i = 0; i < kt_registry_count; ++i) {
-    const kt_variant *v = &kt_registry[i];
-    if (v->family != f || v->default_rank == 0 || !serves(v, call))
-      continue;
-    if (!best || v->default_rank < best->default_rank)
-      best = v;
-  }
-  (void)c;
-  return best;
-}
-
-typedef struct matmul_call {
-  const kt_context *c;
-  const void *A, *B, *C;
-  long long lda, ldb, ldc;
-} matmul_call;
-
-static int serves_matmul(const kt_variant *v, const void *call)
-{
-  const matmul_call *m = call;
-  return kt_variant_serves_matmul(v, &m->c->dev, m->A, m->lda, m->B, m->ldb, m->C, m->ldc);
-}
-
-typedef struct hist_call {
-  const kt_context *c;
-  long long nbins;
-} hist_call;
-
-static int serves_hist(const kt_variant *v, const void *call)
-{
-  const hist_call *h = call;
-  return kt_variant_serves_hist(v, &h->c->dev, h->nbins);
-}
-
-static const kt_variant *choose(const kt_context *c, kt_family f, const kt_tuned *t,
-                                int (*serves)(const kt_variant *, const void *), const void *call, kt_choice *out)
-{
-  char why[256];
-  if (t) {
-    for (int i = 0; i < t->count; ++i)
-      if (serves(t->ranked[i], call)) {
-        if (out) {
-          snprintf(why, sizeof why, "tuned: rank %d at the nearest tuned problem %s%s", i + 1, t->key,
-                   i ? " (faster ones cannot serve this call)" : "");
-          fill_choice(out, t->ranked[i], t, why);
-        }
-        return t->ranked[i];
-      }
-  }
-  const kt_variant *v = default_variant(c, f, serves, call);
-  if (v && out) {
-    snprintf(why, sizeof why, "default: %s",
-             t ? "no tuned variant of the nearest problem can serve this call"
-               : "no tuned problem for this device in the database");
-    fill_choice(out, v, NULL, why);
-  }
-  return v;
-}
-
-static const kt_variant *choose_matmul(const kt_context *c, long long M, long long N, long long K, const void *A,
-                                       long long lda, const void *B, long long ldb, const void *C, long long ldc,
-                                       kt_choice *out)
-{
-  matmul_call call = {c, A, B, C, lda, ldb, ldc};
-  const kt_tuned *t = kt_dispatch_nearest_matmul(c->tuned, c->ntuned, M, N, K);
-  return choose(c, KT_FAMILY_MATMUL, t, serves_matmul, &call, out);
-}
-
-static const kt_variant *choose_hist(const kt_context *c, long long nbins, unsigned long long n, kt_choice *out)
-{
-  hist_call call = {c, nbins};
-  const kt_tuned *t = kt_dispatch_nearest_hist(c->tuned, c->ntuned, nbins, (long long)n);
-  return choose(c, KT_FAMILY_HIST, t, serves_hist, &call, out);
-}
-
 /* ---- launching ------------------------------------------------------- */
 
-static int launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream)
+int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream)
 {
   if (c->described)
     return KT_ERR_NO_DEVICE;
@@ -409,61 +276,22 @@ static int launch(const kt_context *c, const kt_variant *v, const void *args, kt
   return KT_OK;
 }
 
-int kt_matmul_choice(kt_context *c, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, const float *B,
-                     int64_t ldb, const float *C, int64_t ldc, kt_choice *out)
+const kt_device_info *kt_context_device(const kt_context *c)
 {
-  int rc = live_check(c);
-  if (rc == KT_OK && !out)
-    rc = KT_ERR_NULL_POINTER;
-  if (rc == KT_OK)
-    rc = check_matmul(M, N, K, A, lda, B, ldb, C, ldc);
-  if (rc != KT_OK)
-    return rc;
-  return choose_matmul(c, M, N, K, A, lda, B, ldb, C, ldc, out) ? KT_OK : KT_ERR_NO_VARIANT;
+  return &c->dev;
 }
 
-int kt_histogram_choice(kt_context *c, const int32_t *samples, uint64_t n, const uint32_t *bins, int64_t nbins,
-                        kt_choice *out)
+void *kt_context_pool(const kt_context *c)
 {
-  int rc = live_check(c);
-  if (rc == KT_OK && !out)
-    rc = KT_ERR_NULL_POINTER;
-  if (rc == KT_OK)
-    rc = check_hist(samples, n, bins, nbins);
-  if (rc != KT_OK)
-    return rc;
-  return choose_hist(c, nbins, n, out) ? KT_OK : KT_ERR_NO_VARIANT;
+  return c->pool;
 }
 
-int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
-              int64_t ldb, float beta, float *C, int64_t ldc, kt_stream stream)
+const kt_tuned *kt_context_tuned(const kt_context *c, kt_family f, int *n)
 {
-  int rc = live_check(c);
-  if (rc == KT_OK)
-    rc = check_matmul(M, N, K, A, lda, B, ldb, C, ldc);
-  if (rc != KT_OK)
-    return rc;
-  if (!device_pointer(c, A) || !device_pointer(c, B) || !device_pointer(c, C))
-    return KT_ERR_NOT_DEVICE_POINTER;
-  const kt_variant *v = choose_matmul(c, M, N, K, A, lda, B, ldb, C, ldc, NULL);
-  if (!v)
-    return KT_ERR_NO_VARIANT;
-  kt_matmul_args a = {(int)M, (int)N, (int)K, alpha, beta, A, B, C, lda, ldb, ldc, c->dev.sm_count, c->pool};
-  return launch(c, v, &a, stream);
-}
-
-int kt_histogram(kt_context *c, const int32_t *samples, uint64_t n, uint32_t *bins, int64_t nbins, kt_stream stream)
-{
-  int rc = live_check(c);
-  if (rc == KT_OK)
-    rc = check_hist(samples, n, bins, nbins);
-  if (rc != KT_OK)
-    return rc;
-  if ((n > 0 && !device_pointer(c, samples)) || !device_pointer(c, bins))
-    return KT_ERR_NOT_DEVICE_POINTER;
-  const kt_variant *v = choose_hist(c, nbins, n, NULL);
-  if (!v)
-    return KT_ERR_NO_VARIANT;
-  kt_hist_args a = {(const int *)samples, n, bins, (int)nbins, c->dev.sm_count, c->dev.smem_per_sm, c->dev.smem_optin};
-  return launch(c, v, &a, stream);
+  if ((int)f < 0 || (int)f >= KT_MAX_FAMILIES || c->count[f] == 0) {
+    *n = 0;
+    return NULL;
+  }
+  *n = c->count[f];
+  return c->tuned + c->first[f];
 }

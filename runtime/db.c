@@ -204,19 +204,40 @@ static void bind_key(sqlite3_stmt *st, const char *device_fp, const char *gen_ve
   bind_text(st, 4, problem);
 }
 
+/* The problem's sizes are stored in these columns, which each family names
+ * in its dims (kt_family_ops); a column the family does not use is NULL. */
+static const char *const SIZE_COLUMNS[] = {"m", "n", "k", "nbins", "nsamples"};
+#define NSIZE_COLUMNS 5
+
+/* Which of p's dims column c holds, or -1. */
+static int dim_of_column(const kt_family_ops *ops, int c)
+{
+  for (int d = 0; ops && d < ops->ndims; ++d)
+    if (strcmp(ops->dims[d], SIZE_COLUMNS[c]) == 0)
+      return d;
+  return -1;
+}
+
 static void bind_problem(sqlite3_stmt *st, int first, const kt_problem *p)
 {
-  if (p->family == KT_FAMILY_MATMUL) {
-    sqlite3_bind_int64(st, first, p->m);
-    sqlite3_bind_int64(st, first + 1, p->n);
-    sqlite3_bind_int64(st, first + 2, p->k);
-    sqlite3_bind_null(st, first + 3);
-    sqlite3_bind_null(st, first + 4);
-  } else {
-    for (int i = 0; i < 3; ++i)
-      sqlite3_bind_null(st, first + i);
-    sqlite3_bind_int64(st, first + 3, p->nbins);
-    sqlite3_bind_int64(st, first + 4, p->nsamples);
+  const kt_family_ops *ops = kt_family_get(p->family);
+  for (int c = 0; c < NSIZE_COLUMNS; ++c) {
+    const int d = dim_of_column(ops, c);
+    if (d < 0)
+      sqlite3_bind_null(st, first + c);
+    else
+      sqlite3_bind_int64(st, first + c, p->dim[d]);
+  }
+}
+
+static void read_problem(sqlite3_stmt *st, int first, const kt_family_ops *ops, kt_problem *p)
+{
+  memset(p, 0, sizeof *p);
+  p->family = ops->id;
+  for (int c = 0; c < NSIZE_COLUMNS; ++c) {
+    const int d = dim_of_column(ops, c);
+    if (d >= 0)
+      p->dim[d] = sqlite3_column_int64(st, first + c);
   }
 }
 
@@ -465,9 +486,10 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
     const kt_variant *v = kt_registry_find((const char *)sqlite3_column_text(st, 7));
     if (!v || strcmp(v->source_hash, (const char *)sqlite3_column_text(st, 8)) != 0)
       continue; /* regenerated since: never dispatch it */
-    kt_family f = strcmp(fam, "matmul") == 0 ? KT_FAMILY_MATMUL : KT_FAMILY_HIST;
-    if (v->family != f)
-      continue;
+    const kt_family_ops *ops = kt_family_find(fam);
+    if (!ops || v->family != ops->id)
+      continue; /* a family this build does not have */
+    const kt_family f = ops->id;
     if (n == 0 || t[n - 1].problem.family != f || strcmp(t[n - 1].key, key) != 0) {
       if (n == cap) {
         cap = cap ? 2 * cap : 16;
@@ -481,12 +503,7 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
       }
       kt_tuned *x = &t[n++];
       memset(x, 0, sizeof *x);
-      x->problem.family = f;
-      x->problem.m = sqlite3_column_int64(st, 2);
-      x->problem.n = sqlite3_column_int64(st, 3);
-      x->problem.k = sqlite3_column_int64(st, 4);
-      x->problem.nbins = sqlite3_column_int64(st, 5);
-      x->problem.nsamples = sqlite3_column_int64(st, 6);
+      read_problem(st, 2, ops, &x->problem);
       snprintf(x->key, sizeof x->key, "%s", key);
       x->best_ms = sqlite3_column_double(st, 9);
     }

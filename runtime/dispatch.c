@@ -1,28 +1,17 @@
-/* runtime/dispatch.c: which variant serves a call.
+/* runtime/dispatch.c: which variant serves a call, for any family.
  *
- * "Nearest" tuned problem:
- *   matmul: least (ln M - ln Mt)^2 + (ln N - ln Nt)^2 + (ln K - ln Kt)^2;
- *           shapes are compared by ratios, so 1000^3 is nearest 1024^3 and a
- *           tall-skinny call is nearest the tall-skinny problem.
- *   hist:   least |ln nbins - ln nbins_t|, ties broken by |ln n - ln n_t|;
- *           the bin count decides where the bins can live, n matters less.
- * Within the nearest problem, the fastest ranked variant that can serve the
- * call wins (a float4 winner cannot serve a misaligned call; a shared-memory
- * winner cannot serve more bins than fit).  If none can, the call falls back
- * to the defaults.
+ * A family's module (matmul.c, hist.c) picks the tuned problem nearest the
+ * call by its own rule and says which variants can serve the call;
+ * kt_dispatch_choose then takes the fastest ranked variant of that problem
+ * that can, and if none can (or nothing was tuned), the default of the
+ * family with the best default_rank that can.
  */
-#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kt_internal.h"
 #include "registry.h"
-
-const char *kt_family_name(kt_family f)
-{
-  return f == KT_FAMILY_MATMUL ? "matmul" : "hist";
-}
 
 const kt_variant *kt_registry_find(const char *name)
 {
@@ -34,25 +23,6 @@ const kt_variant *kt_registry_find(const char *name)
   return NULL;
 }
 
-void kt_problem_key(const kt_problem *p, int with_dist, char *buf, size_t len)
-{
-  int n;
-  if (p->family == KT_FAMILY_MATMUL)
-    n = snprintf(buf, len, "%lldx%lldx%lld", p->m, p->n, p->k);
-  else
-    n = snprintf(buf, len, "nbins=%lld n=%lld", p->nbins, p->nsamples);
-  if (with_dist && p->dist[0] && n > 0 && (size_t)n < len)
-    snprintf(buf + n, len - (size_t)n, " dist=%s", p->dist);
-}
-
-long long kt_variant_smem(const kt_variant *v, long long nbins)
-{
-  long long s = (long long)v->smem_static + v->smem_dynamic;
-  if (v->counter_bits > 0 && !v->banded)
-    s += kt_hist_smem_bytes(nbins, v->cluster, v->copies, v->counter_bits);
-  return s;
-}
-
 int kt_variant_runs_on(const kt_variant *v, const kt_device_info *d)
 {
   if (v->min_cc > d->cc || v->threads > 1024)
@@ -61,89 +31,60 @@ int kt_variant_runs_on(const kt_variant *v, const kt_device_info *d)
     return 0;
   if (v->cluster > 16)
     return 0;
-  return kt_variant_smem(v, 1) <= d->smem_optin;
-}
-
-static int aligned(const void *p, int floats)
-{
-  return ((uintptr_t)p % ((uintptr_t)floats * 4u)) == 0;
-}
-
-int kt_variant_serves_matmul(const kt_variant *v, const kt_device_info *d, const void *A, long long lda, const void *B,
-                             long long ldb, const void *C, long long ldc)
-{
-  if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, d))
-    return 0;
-  int a = v->align;
-  if (a > 1 && (lda % a || ldb % a || ldc % a || !aligned(A, a) || !aligned(B, a) || !aligned(C, a)))
-    return 0;
-  return 1;
-}
-
-int kt_variant_serves_hist(const kt_variant *v, const kt_device_info *d, long long nbins)
-{
-  if (v->family != KT_FAMILY_HIST || !kt_variant_runs_on(v, d))
-    return 0;
-  return kt_variant_smem(v, nbins) <= d->smem_optin;
-}
-
-static double sq(double x)
-{
-  return x * x;
-}
-
-static double ln_pos(long long x)
-{
-  return log((double)(x > 0 ? x : 1));
+  return (long long)v->smem_static + v->smem_dynamic <= d->smem_optin;
 }
 
 void kt_dispatch_prepare(kt_tuned *t)
 {
-  const kt_problem *p = &t->problem;
-  if (p->family == KT_FAMILY_MATMUL) {
-    t->log_shape[0] = ln_pos(p->m);
-    t->log_shape[1] = ln_pos(p->n);
-    t->log_shape[2] = ln_pos(p->k);
-  } else {
-    t->log_shape[0] = ln_pos(p->nbins);
-    t->log_shape[1] = ln_pos(p->nsamples);
-    t->log_shape[2] = 0;
-  }
+  const kt_family_ops *ops = kt_family_get(t->problem.family);
+  if (ops)
+    ops->prepare(t);
 }
 
-/* The searches below run on every call: a handful of tuned problems, three
- * logarithms for the call itself, the rest precomputed at load. */
-const kt_tuned *kt_dispatch_nearest_matmul(const kt_tuned *t, int n, long long M, long long N, long long K)
+static void fill_choice(kt_choice *out, const kt_variant *v, const kt_tuned *t, const char *why)
 {
-  const kt_tuned *best = NULL;
-  double bd = INFINITY;
-  const double lm = ln_pos(M), ln = ln_pos(N), lk = ln_pos(K);
-  for (int i = 0; i < n; ++i) {
-    if (t[i].problem.family != KT_FAMILY_MATMUL)
+  memset(out, 0, sizeof *out);
+  snprintf(out->variant, sizeof out->variant, "%s", v->name);
+  out->tuned = t != NULL;
+  if (t)
+    snprintf(out->matched, sizeof out->matched, "%s", t->key);
+  snprintf(out->reason, sizeof out->reason, "%s", why);
+}
+
+static const kt_variant *default_variant(const kt_device_info *d, kt_family f, kt_serves_fn serves, const void *call)
+{
+  const kt_variant *best = NULL;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != f || v->default_rank == 0 || !serves(v, d, call))
       continue;
-    const double d = sq(lm - t[i].log_shape[0]) + sq(ln - t[i].log_shape[1]) + sq(lk - t[i].log_shape[2]);
-    if (d < bd) {
-      bd = d;
-      best = &t[i];
-    }
+    if (!best || v->default_rank < best->default_rank)
+      best = v;
   }
   return best;
 }
 
-const kt_tuned *kt_dispatch_nearest_hist(const kt_tuned *t, int n, long long nbins, long long nsamples)
+const kt_variant *kt_dispatch_choose(const kt_device_info *d, kt_family f, const kt_tuned *t, kt_serves_fn serves,
+                                     const void *call, kt_choice *out)
 {
-  const kt_tuned *best = NULL;
-  double bd = INFINITY, bn = INFINITY;
-  const double lb = ln_pos(nbins), ls = ln_pos(nsamples);
-  for (int i = 0; i < n; ++i) {
-    if (t[i].problem.family != KT_FAMILY_HIST)
-      continue;
-    const double d = fabs(lb - t[i].log_shape[0]), dn = fabs(ls - t[i].log_shape[1]);
-    if (d < bd || (d == bd && dn < bn)) {
-      bd = d;
-      bn = dn;
-      best = &t[i];
-    }
+  char why[256];
+  if (t) {
+    for (int i = 0; i < t->count; ++i)
+      if (serves(t->ranked[i], d, call)) {
+        if (out) {
+          snprintf(why, sizeof why, "tuned: rank %d at the nearest tuned problem %s%s", i + 1, t->key,
+                   i ? " (faster ones cannot serve this call)" : "");
+          fill_choice(out, t->ranked[i], t, why);
+        }
+        return t->ranked[i];
+      }
   }
-  return best;
+  const kt_variant *v = default_variant(d, f, serves, call);
+  if (v && out) {
+    snprintf(why, sizeof why, "default: %s",
+             t ? "no tuned variant of the nearest problem can serve this call"
+               : "no tuned problem for this device in the database");
+    fill_choice(out, v, NULL, why);
+  }
+  return v;
 }

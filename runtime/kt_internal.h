@@ -1,7 +1,11 @@
 /* runtime/kt_internal.h: what the runtime's modules share; not installed.
  *
- * Modules, one prefix each: device.c (kt_device_), db.c (kt_db_),
- * dispatch.c (kt_dispatch_), context.c (the public kt_ API), status.c.
+ * Modules, one prefix each: device.c (kt_device_), family.c (kt_family_,
+ * the table of families), dispatch.c (kt_dispatch_, with the registry
+ * look-ups), db.c (kt_db_), context.c (kt_open/kt_close and kt_context_),
+ * status.c; and one module per family holding its API functions and
+ * everything else the runtime knows of it: matmul.c (kt_matmul_), hist.c
+ * (kt_hist_, kt_histogram).
  * The tuner CLI and the tests link libktune.a and use these too.
  */
 #ifndef KT_INTERNAL_H
@@ -99,22 +103,18 @@ KT_INTERNAL extern const int kt_family_count;
 KT_INTERNAL const kt_family_ops *kt_family_get(kt_family f);
 /* By name or long name ("hist", "histogram"); NULL when none matches. */
 KT_INTERNAL const kt_family_ops *kt_family_find(const char *name);
-
-/* ---- registry lookups (dispatch.c) ------------------------------------- */
-
-KT_INTERNAL const kt_variant *kt_registry_find(const char *name);
+/* The family's name; "?" for an unknown family. */
 KT_INTERNAL const char *kt_family_name(kt_family f);
 
-/* Shared memory one block of v needs for nbins bins (hist) or its fixed need. */
-KT_INTERNAL long long kt_variant_smem(const kt_variant *v, long long nbins);
+#define KT_MAX_FAMILIES 8 /* room in per-family arrays; kt_family_count <= this */
 
-/* May v run on d at all (compute capability, clusters, threads)? */
+/* ---- registry look-ups (dispatch.c) ------------------------------------ */
+
+KT_INTERNAL const kt_variant *kt_registry_find(const char *name);
+
+/* May v run on d at all (compute capability, clusters, threads, its fixed
+ * shared memory)?  What a particular call needs is its family's question. */
 KT_INTERNAL int kt_variant_runs_on(const kt_variant *v, const kt_device_info *d);
-
-/* May v serve this particular call on d? */
-KT_INTERNAL int kt_variant_serves_matmul(const kt_variant *v, const kt_device_info *d, const void *A, long long lda,
-                                         const void *B, long long ldb, const void *C, long long ldc);
-KT_INTERNAL int kt_variant_serves_hist(const kt_variant *v, const kt_device_info *d, long long nbins);
 
 /* ---- db.c --------------------------------------------------------------- */
 
@@ -149,14 +149,13 @@ KT_INTERNAL int kt_db_record(kt_db *db, const kt_device_info *dev, const char *g
 
 /* Recompute the ranking (winner first) of problem p for this device and
  * generator from every ok measurement whose variant and source hash are in
- * this build's registry.  Hist problems rank by the geometric mean of the
- * time over the input distributions, counting only variants measured ok on
- * all of them.  Returns the number ranked, or a negative KT_ERR_*. */
+ * this build's registry.  Problems rank by the geometric mean of the time
+ * over their input distributions (one, "", for a family without them),
+ * counting only variants measured ok on all of them.  Returns the number ranked, or a negative KT_ERR_*. */
 KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err,
                            size_t errlen);
 
 typedef struct kt_tuned {
-  /* see kt_db_load */
   kt_problem problem;
   char key[96];
   int count;
@@ -172,22 +171,65 @@ KT_INTERNAL int kt_db_load(kt_db *db, const char *device_fp, const char *gen_ver
 
 /* ---- dispatch.c ------------------------------------------------------- */
 
-/* Precompute what the nearest-problem search needs (logs of the sizes). */
+/* Precompute what t's family's selection rule needs (its prepare()). */
 KT_INTERNAL void kt_dispatch_prepare(kt_tuned *t);
 
-/* The tuned problem nearest a matmul call: least sum of squared log-ratios
- * of M, N and K.  NULL when none is tuned. */
-KT_INTERNAL const kt_tuned *kt_dispatch_nearest_matmul(const kt_tuned *t, int n, long long M, long long N, long long K);
+/* May v serve this call on d?  `call` is the family module's own view of it. */
+typedef int (*kt_serves_fn)(const kt_variant *v, const kt_device_info *d, const void *call);
 
-/* The tuned problem nearest a histogram call: least log-ratio of nbins,
- * then of n. */
-KT_INTERNAL const kt_tuned *kt_dispatch_nearest_hist(const kt_tuned *t, int n, long long nbins, long long nsamples);
+/* The variant a call of family f gets: the fastest of t's ranking that
+ * serves it, else the family's best default that serves it (t may be NULL:
+ * nothing tuned).  out, when not NULL, gets the variant and why.  NULL when
+ * no variant can serve the call. */
+KT_INTERNAL const kt_variant *kt_dispatch_choose(const kt_device_info *d, kt_family f, const kt_tuned *t,
+                                                 kt_serves_fn serves, const void *call, kt_choice *out);
 
 /* ---- context.c -------------------------------------------------------- */
 
 /* Open a context on a described device, for tests and tools that have no
  * GPU; calls that would launch fail.  Dispatch and argument checks work. */
 KT_INTERNAL int kt_open_described(kt_context **ctx, const kt_device_info *dev, const kt_options *opts);
+
+/* KT_OK when c is an open context, else KT_ERR_BAD_CONTEXT.  Thread-safe. */
+KT_INTERNAL int kt_context_check(const kt_context *c);
+KT_INTERNAL const kt_device_info *kt_context_device(const kt_context *c);
+/* The device's scratch pool (kt_device_pool), NULL on a described device. */
+KT_INTERNAL void *kt_context_pool(const kt_context *c);
+/* The tuned problems of family f loaded for this context (*n of them). */
+KT_INTERNAL const kt_tuned *kt_context_tuned(const kt_context *c, kt_family f, int *n);
+/* Is p memory of the context's device (or managed)?  Remembers pointers
+ * that passed. */
+KT_INTERNAL int kt_context_device_pointer(kt_context *c, const void *p);
+/* Launch v with its family's argument struct on the context's device. */
+KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream);
+
+/* ---- matmul.c ----------------------------------------------------------- */
+
+KT_INTERNAL extern const kt_family_ops kt_matmul_ops;
+
+/* May v serve this call on d (device, and alignment for its vector width)? */
+KT_INTERNAL int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A, long long lda,
+                                 const void *B, long long ldb, const void *C, long long ldc);
+
+/* The tuned matmul problem nearest M x N x K: least sum of squared
+ * log-ratios.  Entries of other families are passed over; NULL when none. */
+KT_INTERNAL const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long long N, long long K);
+
+/* ---- hist.c ------------------------------------------------------------- */
+
+KT_INTERNAL extern const kt_family_ops kt_hist_ops;
+
+/* Shared memory one block of v needs on d for nbins bins (kt_hist_smem_bytes). */
+KT_INTERNAL long long kt_hist_smem(const kt_variant *v, const kt_device_info *d, long long nbins);
+
+/* May v serve nbins bins on d (its bins fit d's shared memory)? */
+KT_INTERNAL int kt_hist_serves(const kt_variant *v, const kt_device_info *d, long long nbins);
+
+/* The most bins v serves on d (INT_MAX when any number); 0 if it cannot run there. */
+KT_INTERNAL long long kt_hist_max_nbins(const kt_variant *v, const kt_device_info *d);
+
+/* The tuned histogram problem nearest a call: least log-ratio of nbins, then of n. */
+KT_INTERNAL const kt_tuned *kt_hist_nearest(const kt_tuned *t, int n, long long nbins, long long nsamples);
 
 #ifdef __cplusplus
 }

@@ -60,12 +60,12 @@ Test(dispatch, nearest_matmul_is_least_sum_of_squared_log_ratios)
 {
   kt_tuned t[4] = {other_family(tuned_matmul(1000, 1000, 1000)), tuned_matmul(1024, 1024, 1024),
                    tuned_matmul(4096, 4096, 4096), tuned_matmul(128, 8192, 8192)};
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 1000, 1000, 1000), &t[1]);
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 4000, 4000, 4000), &t[2]);
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 100, 8000, 9000), &t[3]);
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 1024, 1024, 1024), &t[1]);
+  cr_assert_eq(kt_matmul_nearest(t, 4, 1000, 1000, 1000), &t[1]);
+  cr_assert_eq(kt_matmul_nearest(t, 4, 4000, 4000, 4000), &t[2]);
+  cr_assert_eq(kt_matmul_nearest(t, 4, 100, 8000, 9000), &t[3]);
+  cr_assert_eq(kt_matmul_nearest(t, 4, 1024, 1024, 1024), &t[1]);
   /* Ratios, not differences: 2500 is nearer 1024 than 4096 by difference. */
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 4, 2500, 2500, 2500), &t[2]);
+  cr_assert_eq(kt_matmul_nearest(t, 4, 2500, 2500, 2500), &t[2]);
 }
 
 Test(dispatch, nearest_matmul_squares_each_log_ratio)
@@ -74,58 +74,58 @@ Test(dispatch, nearest_matmul_squares_each_log_ratio)
    * 3 ln^2 2) and 2 ln 2 away from t[1] in M only (4 ln^2 2): t[0] is
    * nearer by squares, t[1] by plain sums of |log ratios|. */
   kt_tuned t[2] = {tuned_matmul(1024, 1024, 1024), tuned_matmul(8192, 2048, 2048)};
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 2, 2048, 2048, 2048), &t[0]);
+  cr_assert_eq(kt_matmul_nearest(t, 2, 2048, 2048, 2048), &t[0]);
 }
 
 Test(dispatch, nearest_matmul_keeps_m_n_and_k_apart)
 {
   kt_tuned t[3] = {tuned_matmul(4096, 256, 4096), tuned_matmul(4096, 4096, 256), tuned_matmul(256, 4096, 4096)};
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 4000, 250, 4000), &t[0]);
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 4000, 4000, 250), &t[1]);
-  cr_assert_eq(kt_dispatch_nearest_matmul(t, 3, 250, 4000, 4000), &t[2]);
+  cr_assert_eq(kt_matmul_nearest(t, 3, 4000, 250, 4000), &t[0]);
+  cr_assert_eq(kt_matmul_nearest(t, 3, 4000, 4000, 250), &t[1]);
+  cr_assert_eq(kt_matmul_nearest(t, 3, 250, 4000, 4000), &t[2]);
 }
 
 Test(dispatch, nearest_matmul_is_null_without_matmul_entries)
 {
   kt_tuned t[2] = {tuned_hist(256, 1 << 20), other_family(tuned_matmul(1024, 1024, 1024))};
-  cr_assert_null(kt_dispatch_nearest_matmul(t, 2, 1024, 1024, 1024));
-  cr_assert_null(kt_dispatch_nearest_matmul(NULL, 0, 1024, 1024, 1024));
+  cr_assert_null(kt_matmul_nearest(t, 2, 1024, 1024, 1024));
+  cr_assert_null(kt_matmul_nearest(NULL, 0, 1024, 1024, 1024));
 }
 
 Test(dispatch, nearest_hist_is_least_log_ratio_of_nbins)
 {
   kt_tuned t[4] = {other_family(tuned_hist(3000, 1 << 20)), tuned_hist(256, 1 << 20), tuned_hist(65536, 1 << 20),
                    tuned_hist(1 << 20, 1 << 20)};
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 256, 1 << 20), &t[1]);
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 1000, 1 << 20), &t[1]);
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 3000, 1 << 20), &t[1]);
+  cr_assert_eq(kt_hist_nearest(t, 4, 256, 1 << 20), &t[1]);
+  cr_assert_eq(kt_hist_nearest(t, 4, 1000, 1 << 20), &t[1]);
+  cr_assert_eq(kt_hist_nearest(t, 4, 3000, 1 << 20), &t[1]);
   /* Ratios: 8000 is 7744 from 256 and 57536 from 65536, but 31x and 8x. */
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 8000, 1 << 20), &t[2]);
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 500000, 1 << 20), &t[3]);
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 4, 1LL << 30, 1), &t[3]);
+  cr_assert_eq(kt_hist_nearest(t, 4, 8000, 1 << 20), &t[2]);
+  cr_assert_eq(kt_hist_nearest(t, 4, 500000, 1 << 20), &t[3]);
+  cr_assert_eq(kt_hist_nearest(t, 4, 1LL << 30, 1), &t[3]);
 }
 
 Test(dispatch, nearest_hist_prefers_bins_over_samples)
 {
   /* t[0] has the call's n exactly; t[1] has its nbins: nbins decides. */
   kt_tuned t[2] = {tuned_hist(1024, 1000), tuned_hist(1000, 1000000000)};
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 2, 1000, 1000), &t[1]);
+  cr_assert_eq(kt_hist_nearest(t, 2, 1000, 1000), &t[1]);
 }
 
 Test(dispatch, nearest_hist_breaks_ties_by_samples)
 {
   kt_tuned t[3] = {tuned_hist(4096, 1 << 20), tuned_hist(4096, 1 << 28), tuned_hist(4096, 1 << 24)};
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4096, 1 << 27), &t[1]);
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4096, 1 << 19), &t[0]);
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4000, 1 << 24), &t[2]);
-  cr_assert_eq(kt_dispatch_nearest_hist(t, 3, 4096, 0), &t[0]); /* n = 0 counts as 1 */
+  cr_assert_eq(kt_hist_nearest(t, 3, 4096, 1 << 27), &t[1]);
+  cr_assert_eq(kt_hist_nearest(t, 3, 4096, 1 << 19), &t[0]);
+  cr_assert_eq(kt_hist_nearest(t, 3, 4000, 1 << 24), &t[2]);
+  cr_assert_eq(kt_hist_nearest(t, 3, 4096, 0), &t[0]); /* n = 0 counts as 1 */
 }
 
 Test(dispatch, nearest_hist_is_null_without_hist_entries)
 {
   kt_tuned t[2] = {tuned_matmul(1024, 1024, 1024), other_family(tuned_hist(256, 1 << 20))};
-  cr_assert_null(kt_dispatch_nearest_hist(t, 2, 256, 1 << 20));
-  cr_assert_null(kt_dispatch_nearest_hist(NULL, 0, 256, 1 << 20));
+  cr_assert_null(kt_hist_nearest(t, 2, 256, 1 << 20));
+  cr_assert_null(kt_hist_nearest(NULL, 0, 256, 1 << 20));
 }
 
 /* ---- contexts on described devices -------------------------------------- */
@@ -197,7 +197,7 @@ static const kt_variant *expected_default_matmul(const kt_device_info *d, const 
   const kt_variant *best = NULL;
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
-    if (v->default_rank > 0 && kt_variant_serves_matmul(v, d, A, lda, B16, ldb, C16, ldc) &&
+    if (v->default_rank > 0 && kt_matmul_serves(v, d, A, lda, B16, ldb, C16, ldc) &&
         (!best || v->default_rank < best->default_rank))
       best = v;
   }
@@ -210,7 +210,7 @@ static const kt_variant *expected_default_hist(const kt_device_info *d, long lon
   const kt_variant *best = NULL;
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
-    if (v->default_rank > 0 && kt_variant_serves_hist(v, d, nbins) && (!best || v->default_rank < best->default_rank))
+    if (v->default_rank > 0 && kt_hist_serves(v, d, nbins) && (!best || v->default_rank < best->default_rank))
       best = v;
   }
   cr_assert_not_null(best, "no default hist variant serves %lld bins", nbins);
@@ -401,9 +401,9 @@ static void tune_hist(const char *path, const kt_device_info *dev, long long nbi
 static void assert_hist_winner_serves(const kt_device_info *dev, const kt_choice *c, long long nbins)
 {
   const kt_variant *v = chosen(c);
-  cr_assert(v->max_nbins == 0 || v->max_nbins >= nbins, "%s (max_nbins %lld) chosen for %lld bins", v->name,
-            v->max_nbins, nbins);
-  cr_assert(kt_variant_serves_hist(v, dev, nbins), "%s chosen but cannot serve %lld bins", v->name, nbins);
+  cr_assert(kt_hist_max_nbins(v, dev) >= nbins, "%s (at most %lld bins) chosen for %lld bins", v->name,
+            kt_hist_max_nbins(v, dev), nbins);
+  cr_assert(kt_hist_serves(v, dev, nbins), "%s chosen but cannot serve %lld bins", v->name, nbins);
 }
 
 Test(dispatch, hist_winner_too_small_for_the_bins_is_passed_over)
@@ -419,23 +419,30 @@ Test(dispatch, hist_winner_too_small_for_the_bins_is_passed_over)
   cr_assert_str_eq(c.variant, v[0]->name);
   cr_assert_eq(c.tuned, 1);
   cr_assert_str_eq(c.matched, "nbins=4096 n=16777216");
-  long long big = v[0]->max_nbins + 1;
+  const long long most = kt_hist_max_nbins(v[0], &dev);
+  cr_assert(most > 4096 && most < INT_MAX, "%s serves at most %lld bins", v[0]->name, most);
+  cr_assert(kt_hist_serves(v[0], &dev, most));
+  long long big = most + 1;
   c = hist_choice(ctx, big, 1 << 24);
   cr_assert_str_eq(c.variant, v[1]->name, "got %s for %lld bins", c.variant, big);
   cr_assert_eq(c.tuned, 1);
   assert_hist_winner_serves(&dev, &c, big);
   kt_close(ctx);
 
-  /* max_nbins holds even on a device that reports room for more bins. */
-  kt_device_info roomy = dev;
-  roomy.smem_optin = dev.smem_optin * 4;
-  roomy.smem_per_sm = dev.smem_per_sm * 4;
-  kt_device_fingerprint(&roomy);
-  cr_assert_str_eq(roomy.fingerprint, dev.fingerprint);
-  cr_assert(!kt_variant_serves_hist(v[0], &roomy, big));
-  ctx = open_described(&roomy, path, NULL);
-  c = hist_choice(ctx, big, 1 << 24);
-  cr_assert_str_eq(c.variant, v[1]->name, "got %s for %lld bins", c.variant, big);
+  /* The limit is the device's own shared memory (one formula, evaluated
+   * per device): a device with less of it passes the winner over sooner. */
+  kt_device_info small = dev;
+  small.smem_optin = dev.smem_optin / 4;
+  small.smem_per_sm = dev.smem_per_sm / 4;
+  kt_device_fingerprint(&small);
+  cr_assert_str_eq(small.fingerprint, dev.fingerprint);
+  const long long small_most = kt_hist_max_nbins(v[0], &small);
+  cr_assert(small_most < most && small_most >= 4096 / 4, "%lld bins on the small device", small_most);
+  cr_assert(!kt_hist_serves(v[0], &small, small_most + 1));
+  ctx = open_described(&small, path, NULL);
+  c = hist_choice(ctx, small_most + 1, 1 << 24);
+  cr_assert_str_eq(c.variant, v[1]->name, "got %s for %lld bins", c.variant, small_most + 1);
+  assert_hist_winner_serves(&small, &c, small_most + 1);
   kt_close(ctx);
 }
 
@@ -453,7 +460,7 @@ Test(dispatch, no_cluster_variant_without_cluster_launch)
       continue;
     ++clustered;
     for (int j = 0; j < NSWEEP; ++j)
-      cr_assert(!kt_variant_serves_hist(v, &without, nbins_sweep[j]), "%s serves %lld bins without clusters", v->name,
+      cr_assert(!kt_hist_serves(v, &without, nbins_sweep[j]), "%s serves %lld bins without clusters", v->name,
                 nbins_sweep[j]);
     cr_assert(!kt_variant_runs_on(v, &without), "%s runs without clusters", v->name);
   }
@@ -496,13 +503,12 @@ Test(dispatch, no_sm90_variant_on_sm80)
     ++newer;
     int serves90 = 0;
     for (int j = 0; j < NSWEEP; ++j) {
-      cr_assert(!kt_variant_serves_hist(v, &sm80, nbins_sweep[j]), "%s serves %lld bins on sm_80", v->name,
-                nbins_sweep[j]);
-      serves90 |= kt_variant_serves_hist(v, &sm90, nbins_sweep[j]);
+      cr_assert(!kt_hist_serves(v, &sm80, nbins_sweep[j]), "%s serves %lld bins on sm_80", v->name, nbins_sweep[j]);
+      serves90 |= kt_hist_serves(v, &sm90, nbins_sweep[j]);
     }
     if (v->family == KT_FAMILY_MATMUL) {
-      cr_assert(!kt_variant_serves_matmul(v, &sm80, A16, 1024, B16, 1024, C16, 1024), "%s serves sm_80", v->name);
-      serves90 = kt_variant_serves_matmul(v, &sm90, A16, 1024, B16, 1024, C16, 1024);
+      cr_assert(!kt_matmul_serves(v, &sm80, A16, 1024, B16, 1024, C16, 1024), "%s serves sm_80", v->name);
+      serves90 = kt_matmul_serves(v, &sm90, A16, 1024, B16, 1024, C16, 1024);
     }
     cr_assert(serves90, "%s serves no call on sm_90 either: the check proves nothing", v->name);
     cr_assert(!kt_variant_runs_on(v, &sm80), "%s runs on sm_80", v->name);

@@ -26,7 +26,7 @@ Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
     if (v->family != KT_FAMILY_HIST)
       continue;
     for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
-      if (!kt_variant_serves_hist(v, &gpu, nbins[b]))
+      if (!kt_hist_serves(v, &gpu, nbins[b]))
         continue;
       const size_t n = 200000 + kt_rng_next(&r) % 5000;
       kt_check c;
@@ -43,7 +43,7 @@ Test(hist_gpu, every_variant_handles_tiny_inputs)
   kt_rng r = {fresh_seed()};
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
-    if (v->family != KT_FAMILY_HIST || !kt_variant_serves_hist(v, &gpu, 300))
+    if (v->family != KT_FAMILY_HIST || !kt_hist_serves(v, &gpu, 300))
       continue;
     for (size_t n = 1; n <= 9; ++n)
       for (int off = 0; off < 4; ++off) {
@@ -72,7 +72,7 @@ Test(hist_gpu, every_variant_counts_a_single_hot_bin_past_16_bits)
     CUDA_OK(cudaMemcpy(ds, s, sizeof(int) * n, cudaMemcpyHostToDevice));
     for (int i = 0; i < kt_registry_count; ++i) {
       const kt_variant *v = &kt_registry[i];
-      if (v->family != KT_FAMILY_HIST || !kt_variant_serves_hist(v, &gpu, 4))
+      if (v->family != KT_FAMILY_HIST || !kt_hist_serves(v, &gpu, 4))
         continue;
       kt_hist_args a = {ds, n, db, 4, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin};
       CUDA_OK(cudaMemset(db, 0xab, sizeof got));

@@ -195,11 +195,11 @@ static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const
       result(names[i], "skipped", 0, 0, 0, 0, "not a histogram variant of this build");
       continue;
     }
-    if (!kt_variant_serves_hist(v, dev, nbins)) {
+    if (!kt_hist_serves(v, dev, nbins)) {
       char why[200];
       snprintf(why, sizeof why,
                "cannot serve %lld bins here: needs %lld B of shared memory per block, the device allows %d", nbins,
-               kt_variant_smem(v, nbins), dev->smem_optin);
+               kt_hist_smem(v, dev, nbins), dev->smem_optin);
       result(v->name, "skipped", 0, 0, 0, 0, why);
       continue;
     }
