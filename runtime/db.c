@@ -7,10 +7,19 @@
  * since-regenerated variant set are never dispatched.
  *
  * Safety rules: a file is checked before anything is written to it (a
- * foreign, newer or non-SQLite file is refused untouched); writers use WAL,
- * a busy timeout and BEGIN IMMEDIATE, so concurrent tuners serialise
- * instead of losing rows.
+ * foreign, newer, non-SQLite or damaged file is refused untouched); writers
+ * use WAL, a busy timeout and BEGIN IMMEDIATE, so concurrent tuners
+ * serialise instead of losing rows.
+ *
+ * Readers must not need write access: a WAL file can only be read by
+ * someone who may create its -shm beside it.  So the last writer to close
+ * returns the file to a rollback journal, which plain read-only opens can
+ * read, and a reader that still finds a WAL file it cannot join opens it
+ * immutable (see open_checked).
  */
+#include <errno.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +108,29 @@ static int inspect(sqlite3 *h, char *err, size_t len)
   return 1;
 }
 
+/* A damaged file may read as ours and still break on a write.  Before a
+ * write, SQLite's integrity_check, which also finds rows missing from an
+ * index (quick_check does not); before a read, the cheaper quick_check
+ * (the pages and b-trees).  1 when the file passes; otherwise err says
+ * what was found.  The file is small (kt_db_prune bounds it). */
+static int check_ok(sqlite3 *h, int mode, const char *path, char *err, size_t len)
+{
+  sqlite3_stmt *st = NULL;
+  const char *sql = mode == KT_DB_WRITE ? "PRAGMA integrity_check(1)" : "PRAGMA quick_check(1)";
+  int ok = sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK;
+  const char *got = NULL;
+  if (ok && sqlite3_step(st) == SQLITE_ROW)
+    got = (const char *)sqlite3_column_text(st, 0);
+  ok = got && strcmp(got, "ok") == 0;
+  if (!ok)
+    snprintf(err, len,
+             "'%s' is damaged (%s) and was left as it is; move it aside (mv '%s' '%s.damaged') and "
+             "tune again, or import an export into a new file",
+             path, got ? got : sqlite3_errmsg(h), path, path);
+  sqlite3_finalize(st);
+  return ok;
+}
+
 /* Switching a new file to WAL takes a write lock inside a statement that
  * already holds a read lock; SQLite answers SQLITE_BUSY at once rather than
  * call the busy handler (waiting could deadlock), so when two tuners create
@@ -116,30 +148,89 @@ static int set_wal(sqlite3 *h, char **msg)
   return rc;
 }
 
+/* path as a URI for sqlite3_open_v2 with the query `q`: '%', '?' and '#'
+ * escaped.  0 if it does not fit. */
+static int file_uri(const char *path, const char *q, char *buf, size_t len)
+{
+  size_t n = (size_t)snprintf(buf, len, "file:");
+  for (const char *p = path; *p; ++p) {
+    if (n + 4 >= len)
+      return 0;
+    if (*p == '%' || *p == '?' || *p == '#')
+      n += (size_t)snprintf(buf + n, len - n, "%%%02X", (unsigned char)*p);
+    else
+      buf[n++] = *p;
+  }
+  buf[n] = 0;
+  return (size_t)snprintf(buf + n, len - n, "?%s", q) < len - n;
+}
+
+/* Open and classify (inspect, then quick_check) in one read transaction:
+ * inspect() reads three values, which must be one snapshot, or a schema
+ * that another tuner commits between the reads looks like a foreign
+ * database (tables, no application_id).  Returns inspect's state (0 new,
+ * 1 ours) with *out open, or a KT_ERR_* with *out NULL.
+ *
+ * A reader first opens the file plainly, read-only.  If it cannot read it
+ * that way because the file is in WAL mode and the reader may not create
+ * the -shm beside it (no write access to the file or its folder), it opens
+ * it again immutable: SQLite then reads the file as it is, without locks.
+ * That is safe here because such a file was last closed by a tuner that
+ * could not return it to a rollback journal only while another connection
+ * held it, and a reader without write access cannot be that connection. */
+static int open_checked(const char *path, int mode, sqlite3 **out, char *err, size_t errlen)
+{
+  *out = NULL;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    sqlite3 *h = NULL;
+    char uri[4096 + 32];
+    int flags = mode == KT_DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+    const char *name = path;
+    if (attempt == 1) {
+      if (!file_uri(path, "immutable=1", uri, sizeof uri))
+        break;
+      name = uri;
+      flags |= SQLITE_OPEN_URI;
+    }
+    int rc = sqlite3_open_v2(name, &h, flags | SQLITE_OPEN_FULLMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+      snprintf(err, errlen, "cannot open '%s': %s", path, h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
+      sqlite3_close(h);
+      return KT_ERR_DB_OPEN;
+    }
+    sqlite3_busy_timeout(h, BUSY_MS);
+    sqlite3_exec(h, "BEGIN", NULL, NULL, NULL);
+    int state = inspect(h, err, errlen);
+    const int read_failed = state == KT_ERR_DB_OPEN;
+    if (state == 1 && !check_ok(h, mode, path, err, errlen))
+      state = KT_ERR_DB_DAMAGED;
+    sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
+    if (state == 0 || state == 1) {
+      *out = h;
+      return state;
+    }
+    sqlite3_close(h);
+    /* Only a reader that could not read a WAL file tries again. */
+    if (!(read_failed && mode == KT_DB_READ && attempt == 0 && access(path, R_OK) == 0))
+      return state;
+  }
+  return KT_ERR_DB_OPEN;
+}
+
 int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen)
 {
   *out = NULL;
   if (!path || !*path)
     return fail(err, errlen, KT_ERR_BAD_OPTION, "no database path", NULL);
+  struct stat sb;
+  if (mode == KT_DB_READ && stat(path, &sb) != 0 && errno == ENOENT) {
+    snprintf(err, errlen, "'%s' does not exist", path);
+    return KT_ERR_DB_MISSING;
+  }
   sqlite3 *h = NULL;
-  int flags = mode == KT_DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
-  int rc = sqlite3_open_v2(path, &h, flags | SQLITE_OPEN_FULLMUTEX, NULL);
-  if (rc != SQLITE_OK) {
-    snprintf(err, errlen, "cannot open '%s': %s", path, h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
-    sqlite3_close(h);
-    return KT_ERR_DB_OPEN;
-  }
-  sqlite3_busy_timeout(h, BUSY_MS);
-  /* inspect() reads three values: one read transaction makes them one
-   * snapshot.  Otherwise a schema that another tuner commits between the
-   * reads looks like a foreign database (tables, no application_id). */
-  sqlite3_exec(h, "BEGIN", NULL, NULL, NULL);
-  int state = inspect(h, err, errlen);
-  sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
-  if (state < 0 || state > 1) {
-    sqlite3_close(h);
+  int state = open_checked(path, mode, &h, err, errlen);
+  if (state < 0 || state > 1)
     return state;
-  }
   if (mode == KT_DB_WRITE) {
     char *msg = NULL;
     /* Only now, with the file known to be ours or empty, write to it. */
@@ -185,6 +276,11 @@ void kt_db_close(kt_db *db)
 {
   if (!db)
     return;
+  /* The last writer returns the file to a rollback journal, so readers
+   * need no write access (see the top).  While another connection holds
+   * the file this fails harmlessly and the file stays in WAL. */
+  if (db->mode == KT_DB_WRITE)
+    sqlite3_exec(db->h, "PRAGMA journal_mode=DELETE", NULL, NULL, NULL);
   sqlite3_close(db->h);
   free(db);
 }
@@ -249,6 +345,28 @@ static int exec(kt_db *db, const char *sql, char *err, size_t len)
   snprintf(err, len, "%s: %s", sql, msg ? msg : "?");
   sqlite3_free(msg);
   return KT_ERR_DB_WRITE;
+}
+
+int kt_db_prune(kt_db *db, int keep, char *err, size_t errlen)
+{
+  if (db->mode != KT_DB_WRITE)
+    return fail(err, errlen, KT_ERR_DB_WRITE, "database opened read-only", NULL);
+  if (keep < 1)
+    return fail(err, errlen, KT_ERR_BAD_OPTION, "keep at least one measurement", NULL);
+  char sql[640];
+  snprintf(sql, sizeof sql,
+           "DELETE FROM measurements WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY"
+           " device, generator_version, family, problem, dist, variant, source_hash ORDER BY id DESC) AS age"
+           " FROM measurements) WHERE age > %d)",
+           keep);
+  int rc = exec(db, "BEGIN IMMEDIATE", err, errlen);
+  if (rc == KT_OK)
+    rc = exec(db, sql, err, errlen);
+  if (rc == KT_OK)
+    rc = exec(db, "COMMIT", err, errlen);
+  else
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+  return rc;
 }
 
 int kt_db_record(kt_db *db, const kt_device_info *dev, const char *gen_version, const kt_measurement *m, int n,

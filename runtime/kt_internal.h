@@ -126,8 +126,10 @@ typedef struct kt_db kt_db;
 enum kt_db_mode { KT_DB_READ = 0, KT_DB_WRITE = 1 };
 
 /* Open (KT_DB_WRITE: create if missing) and check the file: a non-SQLite,
- * foreign or newer-schema file is refused with KT_ERR_DB_* and never
- * written.  err gets a one-line reason. */
+ * foreign, newer-schema or damaged (quick_check) file is refused with
+ * KT_ERR_DB_* and never written; KT_DB_READ of a missing file is
+ * KT_ERR_DB_MISSING.  Reading needs no write access to the file or its
+ * folder.  err gets a one-line reason. */
 KT_INTERNAL int kt_db_open(kt_db **db, const char *path, int mode, char *err, size_t errlen);
 KT_INTERNAL void kt_db_close(kt_db *db);
 
@@ -142,6 +144,11 @@ typedef struct kt_measurement {
   double max_err;     /* matmul: worst error / bound; hist: wrong bins */
   int reps;
 } kt_measurement;
+
+/* Delete all but the newest `keep` measurements of each (device, generator,
+ * problem, distribution, variant, source hash): rankings use the newest
+ * only, the rest is history.  The tuner calls it when a tune ends. */
+KT_INTERNAL int kt_db_prune(kt_db *db, int keep, char *err, size_t errlen);
 
 /* Record the device and n measurements in one transaction. */
 KT_INTERNAL int kt_db_record(kt_db *db, const kt_device_info *dev, const char *gen_version, const kt_measurement *m,

@@ -84,7 +84,7 @@ Test(db, read_of_missing_file_fails_and_creates_nothing)
   kt_test_path(path, sizeof path, "missing.db");
   kt_db *db = (kt_db *)(uintptr_t)8;
   int rc = kt_db_open(&db, path, KT_DB_READ, err, sizeof err);
-  cr_assert_eq(rc, KT_ERR_DB_OPEN, "got %d (%s)", rc, kt_strerror(rc));
+  cr_assert_eq(rc, KT_ERR_DB_MISSING, "got %d (%s)", rc, kt_strerror(rc));
   cr_assert_null(db);
   cr_assert(!kt_test_exists(path), "a read-only open created the file");
   cr_assert_eq(kt_test_dir_entries(), 0, "a read-only open left a file behind");
@@ -516,4 +516,207 @@ Test(db, read_only_database_refuses_writes)
   cr_assert_eq(kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &p, err, sizeof err), -KT_ERR_DB_WRITE);
   kt_db_close(db);
   cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 0);
+}
+
+/* ---- damaged files ------------------------------------------------------ */
+
+/* A tuned file whose index no longer matches its table: the schema now
+ * declares measurements_by_problem over other columns than its b-tree
+ * holds.  Every page is sound, so it reads as ours, but SQLite's
+ * integrity_check reports rows missing from the index, and a write could
+ * make it worse. */
+static void make_index_mismatch(const char *path)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(256, 256, 256);
+  kt_measurement m[2] = {kt_test_measure(&kt_registry[0], p, "ok", 1.0),
+                         kt_test_measure(&kt_registry[1], p, "ok", 2.0)};
+  kt_test_tune(path, &dev, m, 2, p);
+  kt_test_sql(path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET"
+                    " sql='CREATE INDEX measurements_by_problem ON measurements (variant, problem)'"
+                    " WHERE name='measurements_by_problem'");
+}
+
+Test(db, damaged_index_is_refused_for_writing_and_left_byte_for_byte)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "damaged.db");
+  make_index_mismatch(path);
+  size_t before_len, after_len;
+  unsigned char *before = kt_test_slurp(path, &before_len);
+  const int entries = kt_test_dir_entries();
+  kt_db *db = (kt_db *)(uintptr_t)8;
+  err[0] = '\0';
+  int rc = kt_db_open(&db, path, KT_DB_WRITE, err, sizeof err);
+  cr_assert_eq(rc, KT_ERR_DB_DAMAGED, "got %d (%s): %s", rc, kt_strerror(rc), err);
+  cr_assert_null(db);
+  cr_assert(strstr(err, "missing from index") && strstr(err, "mv "), "the message says what and how: %s", err);
+  unsigned char *after = kt_test_slurp(path, &after_len);
+  cr_assert_eq(after_len, before_len);
+  cr_assert_eq(memcmp(before, after, before_len), 0, "a refused file changed");
+  cr_assert_eq(kt_test_dir_entries(), entries, "a journal or WAL file was left beside the refused file");
+  free(before);
+  free(after);
+}
+
+Test(db, flipped_bytes_are_never_written_through)
+{
+  /* Damage at many places of a tuned file: whatever SQLite makes of it, a
+   * writer either refuses it, leaving every byte, or finds it sound. */
+  char path[PATH_MAX], good[PATH_MAX];
+  kt_test_path(good, sizeof good, "good.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(512, 512, 512);
+  kt_measurement m[4];
+  for (int i = 0; i < 4; ++i)
+    m[i] = kt_test_measure(&kt_registry[i % kt_registry_count], p, "ok", 1.0 + i);
+  kt_test_tune(good, &dev, m, 4, p);
+  size_t len;
+  unsigned char *orig = kt_test_slurp(good, &len);
+  cr_assert_gt(len, 4096u);
+  int refused = 0;
+  /* Each page's b-tree header, and a spot inside its cells. */
+  for (size_t off = 4096; off < len; off += off % 4096 ? 4096 - 2000 : 2000) {
+    kt_test_path(path, sizeof path, "flipped.db");
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    fwrite(orig, 1, len, f);
+    fclose(f);
+    f = fopen(path, "r+b");
+    fseek(f, (long)off, SEEK_SET);
+    for (int b = 0; b < 8; ++b)
+      fputc(orig[off + (size_t)b < len ? off + (size_t)b : off] ^ 0x5a, f);
+    fclose(f);
+    size_t dlen;
+    unsigned char *damaged = kt_test_slurp(path, &dlen);
+    kt_db *db = NULL;
+    int rc = kt_db_open(&db, path, KT_DB_WRITE, err, sizeof err);
+    if (rc == KT_OK) {
+      kt_db_close(db);
+    } else {
+      ++refused;
+      size_t alen;
+      unsigned char *after = kt_test_slurp(path, &alen);
+      cr_assert(alen == dlen && memcmp(after, damaged, dlen) == 0, "refused file changed (offset %zu, %s)", off, err);
+      free(after);
+    }
+    free(damaged);
+    unlink(path);
+  }
+  cr_assert_gt(refused, 0, "no damage was ever found");
+  free(orig);
+}
+
+/* ---- readers without write access --------------------------------------- */
+
+/* In a child: give up root (root ignores permissions), so the test runs as
+ * a user who may read the directory and the file but write neither. */
+static int drop_to_reader(void)
+{
+  if (getuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+    return 1;
+  return 0;
+}
+
+static int read_tuned_as_reader(int i, const void *arg)
+{
+  (void)i;
+  if (drop_to_reader())
+    return 30;
+  kt_db *db = NULL;
+  char e[512];
+  if (kt_db_open(&db, arg, KT_DB_READ, e, sizeof e) != KT_OK) {
+    fprintf(stderr, "reader: %s\n", e);
+    return 31;
+  }
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_tuned *t = NULL;
+  int n = 0;
+  int rc = kt_db_load(db, dev.fingerprint, kt_registry_generator_version, &t, &n, e, sizeof e);
+  kt_db_close(db);
+  free(t);
+  if (rc != KT_OK) {
+    fprintf(stderr, "reader: %s\n", e);
+    return 32;
+  }
+  if (access(arg, W_OK) == 0)
+    return 33; /* the test would prove nothing */
+  return n == 1 ? 0 : 34;
+}
+
+/* A tuned file in a directory the reader cannot write. */
+static void tuned_read_only(char *path, size_t len)
+{
+  char dir[PATH_MAX];
+  kt_test_path(dir, sizeof dir, "ro");
+  cr_assert_eq(mkdir(dir, 0755), 0);
+  int n = snprintf(path, len, "%s/tune.db", dir);
+  cr_assert(n > 0 && (size_t)n < len);
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(256, 256, 256);
+  kt_measurement m = kt_test_measure(&kt_registry[0], p, "ok", 1.0);
+  kt_test_tune(path, &dev, &m, 1, p);
+  cr_assert_eq(chmod(kt_test_dir, 0755), 0);
+  cr_assert_eq(chmod(path, 0444), 0);
+  cr_assert_eq(chmod(dir, 0555), 0);
+}
+
+Test(db, a_reader_who_cannot_write_gets_the_tuned_rows)
+{
+  char path[PATH_MAX];
+  tuned_read_only(path, sizeof path);
+  /* The tuner returned the file to a rollback journal when it closed
+   * (bytes 18 and 19 of the header: 1 rollback, 2 WAL). */
+  size_t len;
+  unsigned char *head = kt_test_slurp(path, &len);
+  cr_assert(len > 100 && head[18] == 1 && head[19] == 1, "journal mode bytes %d %d", head[18], head[19]);
+  free(head);
+  run_children(1, read_tuned_as_reader, path);
+  char dir[PATH_MAX];
+  kt_test_path(dir, sizeof dir, "ro");
+  chmod(dir, 0755);
+}
+
+Test(db, a_reader_who_cannot_write_reads_a_file_left_in_wal_mode)
+{
+  char path[PATH_MAX], dir[PATH_MAX];
+  tuned_read_only(path, sizeof path);
+  kt_test_path(dir, sizeof dir, "ro");
+  chmod(dir, 0755);
+  chmod(path, 0644);
+  /* As a tuner leaves it when another connection held it at its close. */
+  kt_test_sql(path, "PRAGMA journal_mode=WAL");
+  size_t len;
+  unsigned char *head = kt_test_slurp(path, &len);
+  cr_assert(len > 100 && head[18] == 2 && head[19] == 2, "not in WAL mode");
+  free(head);
+  chmod(path, 0444);
+  chmod(dir, 0555);
+  run_children(1, read_tuned_as_reader, path);
+  chmod(dir, 0755);
+}
+
+/* ---- bounded history ---------------------------------------------------- */
+
+Test(db, prune_keeps_the_newest_measurements_and_the_ranking)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(256, 256, 256);
+  for (int round = 0; round < 5; ++round) {
+    kt_measurement m[2] = {kt_test_measure(&kt_registry[0], p, "ok", 10.0 - round),
+                           kt_test_measure(&kt_registry[1], p, "ok", 5.0)};
+    kt_test_tune(path, &dev, m, 2, p);
+  }
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 10);
+  kt_db *db = open_ok(path, KT_DB_WRITE);
+  cr_assert_eq(kt_db_prune(db, 2, err, sizeof err), KT_OK, "%s", err);
+  cr_assert_eq(kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &p, err, sizeof err), 2);
+  kt_db_close(db);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 4);
+  /* The newest survive: variant 0 took 10, 9, 8, 7 and 6 ms in turn. */
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE time_ms IN (6, 7)"), 2);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE time_ms IN (8, 9, 10)"), 0);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT round(time_ms) FROM winners WHERE rank = 1"), 5);
 }

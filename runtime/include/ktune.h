@@ -31,28 +31,33 @@ extern "C" {
 typedef struct CUstream_st *kt_stream;
 
 /* Status codes and their messages, in one table. */
-#define KT_STATUS_TABLE(X)                                                                   \
-  X(KT_OK, 0, "success")                                                                     \
-  X(KT_ERR_NULL_POINTER, 1, "a required pointer argument is NULL")                           \
-  X(KT_ERR_BAD_SIZE, 2, "a size argument is out of range (M, N, K and nbins must be >= 1)")  \
-  X(KT_ERR_BAD_LD, 3, "a leading dimension is smaller than the row it strides over")         \
-  X(KT_ERR_OVERFLOW, 4, "the problem is too large: its byte count or index range overflows") \
-  X(KT_ERR_NOT_DEVICE_POINTER, 5, "a pointer is not device memory of the context's GPU")     \
-  X(KT_ERR_MISALIGNED, 6, "a pointer is not aligned to its element size")                    \
-  X(KT_ERR_BAD_CONTEXT, 7, "the context is NULL or has been closed")                         \
-  X(KT_ERR_NO_DEVICE, 8, "no CUDA device is available (no GPU, or no driver)")               \
-  X(KT_ERR_BAD_DEVICE, 9, "the requested device does not exist")                             \
-  X(KT_ERR_UNSUPPORTED_DEVICE, 10, "the device is older than the kernels were built for")    \
-  X(KT_ERR_NO_VARIANT, 11, "no built kernel variant can serve this call on this device")     \
-  X(KT_ERR_LAUNCH, 12, "a kernel launch failed")                                             \
-  X(KT_ERR_CUDA, 13, "a CUDA runtime call failed")                                           \
-  X(KT_ERR_NO_MEMORY, 14, "out of host memory")                                              \
-  X(KT_ERR_DB_OPEN, 15, "the tuning database cannot be opened or read")                      \
-  X(KT_ERR_DB_FOREIGN, 16, "the file is not a ktune tuning database")                        \
-  X(KT_ERR_DB_VERSION, 17, "the tuning database has a newer schema than this ktune")         \
-  X(KT_ERR_DB_WRITE, 18, "writing the tuning database failed")                               \
-  X(KT_ERR_BAD_OPTION, 19, "an option or argument is invalid")                               \
-  X(KT_ERR_UNKNOWN_VARIANT, 20, "no variant of that name exists in this build")
+#define KT_STATUS_TABLE(X)                                                                        \
+  X(KT_OK, 0, "success")                                                                          \
+  X(KT_ERR_NULL_POINTER, 1, "a required pointer argument is NULL")                                \
+  X(KT_ERR_BAD_SIZE, 2, "a size argument is out of range (M, N, K and nbins must be >= 1)")       \
+  X(KT_ERR_BAD_LD, 3, "a leading dimension is smaller than the row it strides over")              \
+  X(KT_ERR_OVERFLOW, 4, "the problem is too large: its byte count or index range overflows")      \
+  X(KT_ERR_NOT_DEVICE_POINTER, 5, "a pointer is not device memory of the context's GPU")          \
+  X(KT_ERR_MISALIGNED, 6, "a pointer is not aligned to its element size")                         \
+  X(KT_ERR_BAD_CONTEXT, 7, "the context is NULL or has been closed")                              \
+  X(KT_ERR_NO_DEVICE, 8, "no CUDA device is available (no GPU, or no driver)")                    \
+  X(KT_ERR_BAD_DEVICE, 9, "the requested device does not exist")                                  \
+  X(KT_ERR_UNSUPPORTED_DEVICE, 10, "the device is older than the kernels were built for")         \
+  X(KT_ERR_NO_VARIANT, 11, "no built kernel variant can serve this call on this device")          \
+  X(KT_ERR_LAUNCH, 12, "a kernel launch failed")                                                  \
+  X(KT_ERR_CUDA, 13, "a CUDA runtime call failed")                                                \
+  X(KT_ERR_NO_MEMORY, 14, "out of host memory")                                                   \
+  X(KT_ERR_DB_OPEN, 15, "the tuning database cannot be opened or read")                           \
+  X(KT_ERR_DB_FOREIGN, 16, "the file is not a ktune tuning database")                             \
+  X(KT_ERR_DB_VERSION, 17, "the tuning database has a newer schema than this ktune")              \
+  X(KT_ERR_DB_WRITE, 18, "writing the tuning database failed")                                    \
+  X(KT_ERR_BAD_OPTION, 19, "an option or argument is invalid")                                    \
+  X(KT_ERR_UNKNOWN_VARIANT, 20, "no variant of that name exists in this build")                   \
+  X(KT_ERR_DB_DAMAGED, 21, "the tuning database is damaged (it fails SQLite's integrity checks)") \
+  X(KT_ERR_DB_MISSING, 22, "the tuning database does not exist")
+
+/* The largest status code. */
+#define KT_STATUS_LAST KT_ERR_DB_MISSING
 
 typedef enum kt_status {
 #define KT_STATUS_ENUM(name, value, msg) name = value,
