@@ -16,20 +16,16 @@
 #include "kt_internal.h"
 #include "registry.h"
 
-#ifndef KT_DEFAULT_DB
-#define KT_DEFAULT_DB "tuning-db/ktune.db"
-#endif
-
 struct kt_context {
   kt_device_info dev;
-  int described;   /* no real device behind it (tests, tools) */
-  kt_tuned *tuned; /* ordered by family (kt_db_load) */
-  int ntuned;
+  int described;                                      /* no real device behind it (tests, tools) */
+  kt_results results;                                 /* tuned problems, by family, from the layers */
   int first[KT_MAX_FAMILIES], count[KT_MAX_FAMILIES]; /* each family's slice of tuned */
   kt_log_fn log;
   void *log_user;
   int log_level;
   char device_line[320];
+  FILE *log_stream;      /* $KTUNE_LOG without a callback: stderr */
   uintptr_t checked[64]; /* pointers already found to be device memory */
   void *pool;            /* scratch pool of the device (kt_device_pool) */
 };
@@ -91,16 +87,32 @@ int kt_context_check(const kt_context *c)
   return found ? KT_OK : KT_ERR_BAD_CONTEXT;
 }
 
-__attribute__((format(printf, 3, 4))) static void logf_(const kt_context *c, int level, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void logf_(void *ctx, int level, const char *fmt, ...)
 {
-  if (!c->log || level > c->log_level)
+  const kt_context *c = ctx;
+  if ((!c->log && !c->log_stream) || level > c->log_level)
     return;
-  char buf[768];
+  char buf[1536];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  c->log(level, buf, c->log_user);
+  if (c->log)
+    c->log(level, buf, c->log_user);
+  else
+    fprintf(c->log_stream, "%s\n", buf);
+}
+
+/* $KTUNE_LOG: the level of messages sent to stderr when no callback is set;
+ * -1 when unset or not one of the names. */
+static int env_log_level(void)
+{
+  static const char *const names[] = {"error", "warn", "info", "debug"};
+  const char *e = getenv("KTUNE_LOG");
+  for (int i = 0; e && i < 4; ++i)
+    if (strcmp(e, names[i]) == 0)
+      return i;
+  return -1;
 }
 
 kt_options kt_default_options(void)
@@ -109,7 +121,23 @@ kt_options kt_default_options(void)
   memset(&o, 0, sizeof o);
   o.device = -1;
   o.log_level = KT_LOG_WARN;
+  o.system_db_path = NULL;
   return o;
+}
+
+/* Before there is a context: to the callback, else to stderr if $KTUNE_LOG
+ * asks for errors at least. */
+__attribute__((format(printf, 2, 3))) static void open_error(const kt_options *opts, const char *fmt, ...)
+{
+  char m[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m, sizeof m, fmt, ap);
+  va_end(ap);
+  if (opts && opts->log)
+    opts->log(KT_LOG_ERROR, m, opts->log_user);
+  else if (env_log_level() >= KT_LOG_ERROR)
+    fprintf(stderr, "%s\n", m);
 }
 
 static int target_cc(void)
@@ -133,32 +161,22 @@ static int finish_open(kt_context **out, const kt_device_info *dev, int describe
   c->log = o.log;
   c->log_user = o.log_user;
   c->log_level = o.log_level;
+  if (!c->log && env_log_level() >= 0) {
+    c->log_stream = stderr;
+    c->log_level = env_log_level();
+  }
   snprintf(c->device_line, sizeof c->device_line, "%s, sm_%d, %d SMs", dev->name, dev->cc, dev->sm_count);
 
-  const char *path = o.db_path;
-  if (!path)
-    path = getenv("KTUNE_DB");
-  if (!path || !*path)
-    path = KT_DEFAULT_DB;
-  kt_db *db = NULL;
-  char err[512] = "";
-  int rc = kt_db_open(&db, path, KT_DB_READ, err, sizeof err);
-  if (rc == KT_OK)
-    rc = kt_db_load(db, dev->fingerprint, kt_registry_generator_version, &c->tuned, &c->ntuned, err, sizeof err);
-  kt_db_close(db);
-  for (int i = c->ntuned - 1; i >= 0; --i) {
-    const int f = (int)c->tuned[i].problem.family;
+  int rc = kt_results_load(&c->results, dev, o.db_path, o.system_db_path, logf_, c);
+  for (int i = c->results.ntuned - 1; rc == KT_OK && i >= 0; --i) {
+    const int f = (int)c->results.tuned[i].problem.family;
     if (f >= 0 && f < KT_MAX_FAMILIES) {
       c->first[f] = i;
       c->count[f]++;
     }
   }
-  if (rc != KT_OK)
-    logf_(c, KT_LOG_WARN, "ktune: tuning database %s: %s (%s); using the default variants", path, kt_strerror(rc), err);
-  else
-    logf_(c, KT_LOG_INFO, "ktune: %d tuned problems for %s from %s", c->ntuned, dev->fingerprint, path);
-  if ((rc = live_add(c)) != KT_OK) {
-    free(c->tuned);
+  if (rc != KT_OK || (rc = live_add(c)) != KT_OK) {
+    free(c->results.tuned);
     free(c);
     return rc;
   }
@@ -175,17 +193,12 @@ int kt_open(kt_context **out, const kt_options *opts)
   char err[256];
   int rc = kt_device_query(opts ? opts->device : -1, &dev, err, sizeof err);
   if (rc != KT_OK) {
-    if (opts && opts->log)
-      opts->log(KT_LOG_ERROR, err, opts->log_user);
+    open_error(opts, "ktune: %s", err);
     return rc;
   }
   if (dev.cc < target_cc()) {
-    if (opts && opts->log) {
-      char m[320];
-      snprintf(m, sizeof m, "ktune: built for %s, device is sm_%d: run make tune on this GPU", kt_registry_target,
-               dev.cc);
-      opts->log(KT_LOG_ERROR, m, opts->log_user);
-    }
+    open_error(opts, "ktune: %s is sm_%d, but this build's kernels are for %s: rebuild ktune for it", dev.name, dev.cc,
+               kt_registry_target);
     return KT_ERR_UNSUPPORTED_DEVICE;
   }
   rc = finish_open(out, &dev, 0, opts);
@@ -206,7 +219,7 @@ void kt_close(kt_context *c)
 {
   if (!c || !live_remove(c))
     return;
-  free(c->tuned);
+  free(c->results.tuned);
   free(c);
 }
 
@@ -217,7 +230,7 @@ const char *kt_device_name(const kt_context *c)
 
 int kt_tuned_count(const kt_context *c)
 {
-  return kt_context_check(c) == KT_OK ? c->ntuned : 0;
+  return kt_context_check(c) == KT_OK ? c->results.ntuned : 0;
 }
 
 /* Is p device memory (or managed memory) usable on the context's device?
@@ -270,7 +283,7 @@ int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args
     cudaSetDevice(prev);
   if (e != cudaSuccess) {
     cudaGetLastError();
-    logf_(c, KT_LOG_ERROR, "ktune: %s: %s", v->name, cudaGetErrorString((cudaError_t)e));
+    logf_((void *)c, KT_LOG_ERROR, "ktune: %s: %s", v->name, cudaGetErrorString((cudaError_t)e));
     return KT_ERR_LAUNCH;
   }
   return KT_OK;
@@ -293,5 +306,5 @@ const kt_tuned *kt_context_tuned(const kt_context *c, kt_family f, int *n)
     return NULL;
   }
   *n = c->count[f];
-  return c->tuned + c->first[f];
+  return c->results.tuned + c->first[f];
 }

@@ -224,7 +224,7 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
     return fail(err, errlen, KT_ERR_BAD_OPTION, "no database path", NULL);
   struct stat sb;
   if (mode == KT_DB_READ && stat(path, &sb) != 0 && errno == ENOENT) {
-    snprintf(err, errlen, "'%s' does not exist", path);
+    snprintf(err, errlen, "no such file");
     return KT_ERR_DB_MISSING;
   }
   sqlite3 *h = NULL;
@@ -646,4 +646,23 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
   *out = t;
   *count = n;
   return KT_OK;
+}
+
+int kt_db_same_chip(kt_db *db, const char *chip, const char *gen_version, char *out, size_t len)
+{
+  sqlite3_stmt *st = NULL;
+  const char *q = "SELECT d.fingerprint FROM devices d WHERE substr(d.fingerprint, 1, length(?1)) = ?1"
+                  " AND EXISTS (SELECT 1 FROM winners w WHERE w.device = d.fingerprint AND w.generator_version = ?2)"
+                  " ORDER BY d.last_seen DESC, d.fingerprint LIMIT 1";
+  if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK)
+    return KT_ERR_DB_OPEN;
+  bind_text(st, 1, chip);
+  bind_text(st, 2, gen_version);
+  int rc = KT_ERR_DB_MISSING;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    rc = KT_OK;
+  }
+  sqlite3_finalize(st);
+  return rc;
 }

@@ -17,6 +17,16 @@ void kt_device_fingerprint(kt_device_info *d)
            d->mem_bytes >> 20);
 }
 
+void kt_device_chip(const kt_device_info *d, char *buf, size_t len)
+{
+  kt_device_info x = *d;
+  kt_device_fingerprint(&x);
+  char *bar = strrchr(x.fingerprint, '|');
+  if (bar)
+    bar[1] = '\0';
+  snprintf(buf, len, "%s", x.fingerprint);
+}
+
 int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
 {
   int count = 0;

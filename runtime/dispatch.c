@@ -46,8 +46,10 @@ static void fill_choice(kt_choice *out, const kt_variant *v, const kt_tuned *t, 
   memset(out, 0, sizeof *out);
   snprintf(out->variant, sizeof out->variant, "%s", v->name);
   out->tuned = t != NULL;
-  if (t)
+  if (t) {
     snprintf(out->matched, sizeof out->matched, "%s", t->key);
+    snprintf(out->source, sizeof out->source, "%s", t->source ? t->source : "");
+  }
   snprintf(out->reason, sizeof out->reason, "%s", why);
 }
 

@@ -46,6 +46,10 @@ KT_INTERNAL int kt_device_query(int ordinal, kt_device_info *out, char *err, siz
 /* Fill d->fingerprint from name, compute capability, SM count and memory. */
 KT_INTERNAL void kt_device_fingerprint(kt_device_info *d);
 
+/* The chip part of the fingerprint (all but the memory size): the prefix
+ * that devices of the same chip share, ending in '|'. */
+KT_INTERNAL void kt_device_chip(const kt_device_info *d, char *buf, size_t len);
+
 /* The process's scratch pool on a device (a cudaMemPool_t), made on first
  * use; NULL if it cannot be made (kernels then use the default pool). */
 KT_INTERNAL void *kt_device_pool(int ordinal);
@@ -163,6 +167,8 @@ KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_ver
                            size_t errlen);
 
 typedef struct kt_tuned {
+  int layer;          /* results.c: which layer it came from */
+  const char *source; /* results.c: that layer's description, for choices */
   kt_problem problem;
   char key[96];
   int count;
@@ -175,6 +181,47 @@ typedef struct kt_tuned {
  * malloc'd (free it).  Fills log_shape for the dispatch functions. */
 KT_INTERNAL int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tuned **out, int *count,
                            char *err, size_t errlen);
+
+/* A device of the chip `chip` (kt_device_chip) with rankings for
+ * gen_version, the most recently seen first: its fingerprint in out.
+ * KT_ERR_DB_MISSING when there is none. */
+KT_INTERNAL int kt_db_same_chip(kt_db *db, const char *chip, const char *gen_version, char *out, size_t len);
+
+/* ---- results.c: where results live, loaded in layers -------------------- */
+
+#define KT_RESULTS_LAYERS 2 /* user, system */
+
+typedef struct kt_results_layer {
+  char name[8];      /* "user", "system" */
+  char path[1024];   /* its file */
+  char source[1200]; /* "user database PATH", as choices name it */
+  int status;        /* KT_OK, or why it gave nothing */
+  int same_chip;     /* its rows are another device's of the same chip */
+} kt_results_layer;
+
+typedef struct kt_results {
+  kt_results_layer layer[KT_RESULTS_LAYERS];
+  kt_tuned *tuned; /* malloc'd; by family; each problem from the first layer that has it */
+  int ntuned;
+} kt_results;
+
+typedef void (*kt_results_log)(void *user, int level, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The user database's path: $KTUNE_DB, else the user's data folder.
+ * KT_ERR_BAD_OPTION when there is no home to put it in. */
+KT_INTERNAL int kt_results_user_path(char *buf, size_t len);
+
+/* The system database's path (see results.c): option, else
+ * $KTUNE_SYSTEM_DB, else the installed file, else system.db beside the
+ * program or library.  KT_ERR_DB_MISSING when there is none (buf still
+ * gets the installed path, for messages). */
+KT_INTERNAL int kt_results_system_path(const char *option, char *buf, size_t len);
+
+/* Load dev's tuned problems from both layers into *r (which must stay
+ * where it is while its problems are used: they point into it).  Only
+ * running out of memory fails; unreadable layers are logged and skipped. */
+KT_INTERNAL int kt_results_load(kt_results *r, const kt_device_info *dev, const char *user_option,
+                                const char *system_option, kt_results_log log, void *user);
 
 /* ---- dispatch.c ------------------------------------------------------- */
 

@@ -74,11 +74,14 @@ enum kt_log_level { KT_LOG_ERROR = 0, KT_LOG_WARN = 1, KT_LOG_INFO = 2, KT_LOG_D
 typedef void (*kt_log_fn)(int level, const char *message, void *user);
 
 typedef struct kt_options {
-  int device;          /* CUDA device ordinal; -1 = the current device */
-  const char *db_path; /* NULL = $KTUNE_DB, else KT_DEFAULT_DB */
-  kt_log_fn log;       /* NULL = silent */
-  void *log_user;      /* passed to log */
-  int log_level;       /* messages up to this level are logged */
+  int device;                 /* CUDA device ordinal; -1 = the current device */
+  const char *db_path;        /* the user database: NULL = $KTUNE_DB, else the user's
+                                 data folder ($XDG_DATA_HOME or ~/.local/share)/ktune/ktune.db */
+  kt_log_fn log;              /* NULL = stderr if $KTUNE_LOG is warn, info or debug, else silent */
+  void *log_user;             /* passed to log */
+  int log_level;              /* messages up to this level are logged */
+  const char *system_db_path; /* shipped results under the user's: NULL = $KTUNE_SYSTEM_DB,
+                                 else the installed ones; "" = none */
 } kt_options;
 
 /* The options that kt_open(ctx, NULL) uses. */
@@ -113,6 +116,7 @@ typedef struct kt_choice {
   int tuned;        /* 1: a tuned winner; 0: the untuned default */
   char matched[96]; /* the tuned problem it came from, "" when untuned */
   char reason[256]; /* one line, for people */
+  char source[320]; /* the database and layer the ranking came from; "" when untuned */
 } kt_choice;
 
 /* Which variant kt_matmul would run for these arguments, and why; checks the
