@@ -72,11 +72,11 @@ function registry.emit(families, opts, command)
         "    .params = params_%s, .nparams = %d,\n" ..
         "    .threads = %d, .cluster = %d, .min_cc = %d,\n" ..
         "    .smem_static = %d, .smem_dynamic = %d, .align = %d,\n" ..
-        "    .counter_bits = %d, .copies = %d, .banded = %d, .default_rank = %d,\n" ..
+        "    .counter_bits = %d, .copies = %d, .banded = %d, .blocks_per_sm = %d, .default_rank = %d,\n" ..
         "    .source_hash = %s, .launch = kt_launch_%s },\n"):format(
         cstr(v.name), FAMILY_ENUM[v.family], cstr(v.algo), v.name, #v.param_names,
         v.threads, v.cluster, v.min_cc, v.smem_static, v.smem_dynamic, v.align or 1,
-        v.counter_bits or 0, v.copies or 1, v.banded or 0, f.defaults[v.name] or 0, cstr(v.source_hash), v.name)
+        v.counter_bits or 0, v.copies or 1, v.banded or 0, v.blocks_per_sm or 0, f.defaults[v.name] or 0, cstr(v.source_hash), v.name)
     end
   end
   c[#c + 1] = "};\n\nconst int kt_registry_count = (int)(sizeof kt_registry / sizeof kt_registry[0]);\n"

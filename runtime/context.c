@@ -4,7 +4,8 @@
  *
  * A context is immutable once kt_open returns (device facts and the tuned
  * winners, loaded once), so calls on one context from several threads need
- * no lock beyond the check that the context is open.
+ * no lock beyond the check that the context is open.  (A family's decision
+ * cache inside it is written with atomics, and any torn entry is checked.)
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@ struct kt_context {
   int described;                                      /* no real device behind it (tests, tools) */
   kt_results results;                                 /* tuned problems, by family, from the layers */
   int first[KT_MAX_FAMILIES], count[KT_MAX_FAMILIES]; /* each family's slice of tuned */
+  void *state[KT_MAX_FAMILIES];                       /* each family's build() */
   kt_log_fn log;
   void *log_user;
   int log_level;
@@ -147,6 +149,13 @@ static int target_cc(void)
   return cc;
 }
 
+static void release_states(kt_context *c)
+{
+  for (int f = 0; f < kt_family_count && f < KT_MAX_FAMILIES; ++f)
+    if (c->state[f] && kt_families[f]->release)
+      kt_families[f]->release(c->state[f]);
+}
+
 /* Shared by kt_open and kt_open_described: everything after the device. */
 static int finish_open(kt_context **out, const kt_device_info *dev, int described, const kt_options *opts)
 {
@@ -175,7 +184,11 @@ static int finish_open(kt_context **out, const kt_device_info *dev, int describe
       c->count[f]++;
     }
   }
+  for (int f = 0; rc == KT_OK && f < kt_family_count && f < KT_MAX_FAMILIES; ++f)
+    if (kt_families[f]->build)
+      c->state[f] = kt_families[f]->build(c->results.tuned + c->first[f], c->count[f], &c->dev);
   if (rc != KT_OK || (rc = live_add(c)) != KT_OK) {
+    release_states(c);
     free(c->results.tuned);
     free(c);
     return rc;
@@ -219,6 +232,7 @@ void kt_close(kt_context *c)
 {
   if (!c || !live_remove(c))
     return;
+  release_states(c);
   free(c->results.tuned);
   free(c);
 }
@@ -307,4 +321,9 @@ const kt_tuned *kt_context_tuned(const kt_context *c, kt_family f, int *n)
   }
   *n = c->count[f];
   return c->results.tuned + c->first[f];
+}
+
+void *kt_context_state(const kt_context *c, kt_family f)
+{
+  return (int)f >= 0 && (int)f < KT_MAX_FAMILIES ? c->state[f] : NULL;
 }

@@ -625,15 +625,17 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
       snprintf(x->key, sizeof x->key, "%s", key);
       x->best_ms = sqlite3_column_double(st, 9);
     }
-    /* Keep the 16 fastest, then the fastest of any alignment class not yet
-     * held, so that a misaligned call still finds its tuned best. */
+    /* Keep the fastest, leaving room at the end for the fastest of any
+     * alignment class not yet held, so that a misaligned call still finds
+     * its tuned best. */
     kt_tuned *x = &t[n - 1];
-    const int cap = (int)(sizeof x->ranked / sizeof x->ranked[0]);
     int new_class = 1;
     for (int i = 0; i < x->count; ++i)
       new_class &= x->ranked[i]->align != v->align;
-    if (x->count < 16 || (x->count < cap && new_class))
+    if (x->count < KT_MAX_RANKED - 8 || (x->count < KT_MAX_RANKED && new_class)) {
+      x->ms[x->count] = sqlite3_column_double(st, 9);
       x->ranked[x->count++] = v;
+    }
   }
   int rc = step == SQLITE_DONE ? KT_OK : fail(err, errlen, KT_ERR_DB_OPEN, "reading winners", db->h);
   sqlite3_finalize(st);

@@ -99,6 +99,10 @@ typedef struct kt_family_ops {
   int (*fits)(const kt_variant *v, const kt_device_info *d, const kt_problem *p);
   /* Precompute what the family's selection rule needs of a tuned problem. */
   void (*prepare)(struct kt_tuned *t);
+  /* Optional: state the selection rule builds once from all of the
+   * family's tuned problems on a device (kt_open), and frees (kt_close). */
+  void *(*build)(const struct kt_tuned *t, int n, const kt_device_info *d);
+  void (*release)(void *state);
 } kt_family_ops;
 
 KT_INTERNAL extern const kt_family_ops *const kt_families[]; /* indexed by kt_family */
@@ -166,13 +170,16 @@ KT_INTERNAL int kt_db_record(kt_db *db, const kt_device_info *dev, const char *g
 KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err,
                            size_t errlen);
 
+#define KT_MAX_RANKED 64 /* variants a tuned problem keeps in memory */
+
 typedef struct kt_tuned {
   int layer;          /* results.c: which layer it came from */
   const char *source; /* results.c: that layer's description, for choices */
   kt_problem problem;
   char key[96];
   int count;
-  const kt_variant *ranked[24]; /* fastest first; only those in this build */
+  const kt_variant *ranked[KT_MAX_RANKED]; /* fastest first; only those in this build */
+  double ms[KT_MAX_RANKED];                /* their times */
   double best_ms;
   double log_shape[3]; /* ln(m, n, k) or ln(nbins, nsamples, -), for dispatch */
 } kt_tuned;
@@ -251,6 +258,8 @@ KT_INTERNAL const kt_device_info *kt_context_device(const kt_context *c);
 KT_INTERNAL void *kt_context_pool(const kt_context *c);
 /* The tuned problems of family f loaded for this context (*n of them). */
 KT_INTERNAL const kt_tuned *kt_context_tuned(const kt_context *c, kt_family f, int *n);
+/* What family f's build() made of them; NULL if it has none. */
+KT_INTERNAL void *kt_context_state(const kt_context *c, kt_family f);
 /* Is p memory of the context's device (or managed)?  Remembers pointers
  * that passed. */
 KT_INTERNAL int kt_context_device_pointer(kt_context *c, const void *p);

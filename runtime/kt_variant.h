@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
-#define KT_ABI_VERSION 3
+#define KT_ABI_VERSION 4
 
 #ifdef __cplusplus
 extern "C" {
@@ -60,6 +60,26 @@ static inline long long kt_hist_smem_bytes(long long nbins, int cluster, int cop
   return (long long)copies * ((per_block * counter_bits + 31) / 32) * 4;
 }
 
+/* Workspace split-K: K is cut into at most `split` chunks of whole BK
+ * steps, with a workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of
+ * partial tiles.  Returns the number of chunks (1: no workspace) and the K
+ * of each in *k_chunk (the last may be shorter).  The one formula: the
+ * launchers split with it and the runtime's cost model predicts with it. */
+#define KT_MATMUL_MAX_WORKSPACE (256ll << 20)
+static inline long long kt_matmul_splits(long long M, long long N, long long K, int BK, int split, long long *k_chunk)
+{
+  const long long tile_bytes = M * N * 4, steps = (K + BK - 1) / BK;
+  long long splits = split;
+  if (KT_MATMUL_MAX_WORKSPACE / tile_bytes < splits)
+    splits = KT_MATMUL_MAX_WORKSPACE / tile_bytes;
+  if (splits > steps)
+    splits = steps;
+  if (splits < 1)
+    splits = 1;
+  *k_chunk = (steps + splits - 1) / splits * BK;
+  return (K + *k_chunk - 1) / *k_chunk;
+}
+
 typedef int (*kt_launch_fn)(const void *args, cudaStream_t stream);
 
 typedef struct kt_param {
@@ -84,6 +104,8 @@ typedef struct kt_variant {
   int copies;              /* hist: copies of the bins a block holds */
   int banded;              /* hist: splits the bins into bands that fit, so
                               serves any nbins */
+  int blocks_per_sm;       /* the space's estimate of blocks resident on one
+                              multiprocessor of the target; 0 = unknown */
   int default_rank;        /* 0, or preference among the untuned defaults */
   const char *source_hash; /* FNV-1a 64 of the generated source */
   kt_launch_fn launch;

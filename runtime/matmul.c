@@ -2,12 +2,15 @@
  * kt_matmul_choice, their argument checks, which variants can serve a call,
  * the problem key and the selection rule.
  *
- * Selection: the nearest tuned problem, by the least
- *   (ln M - ln Mt)^2 + (ln N - ln Nt)^2 + (ln K - ln Kt)^2,
- * so shapes are compared by ratios (1000^3 is nearest 1024^3, a tall-skinny
- * call nearest the tall-skinny problem); within it, the fastest ranked
- * variant that can serve the call (a float4 winner cannot serve a
- * misaligned call), else the defaults.
+ * Selection.  A call at a tuned shape gets the fastest measured variant
+ * that can serve it (a float4 winner cannot serve a misaligned call).  Any
+ * other call gets the variant whose time a cost model predicts to be least
+ * (see "the cost model" below): every variant measured at some tuned
+ * problem is a candidate, its time at the call's shape predicted from its
+ * own measurements, weighted towards the tuned shapes nearest the call.
+ * "Nearest" compares shapes by ratios: the distance is
+ *   (ln M - ln Mt)^2 + (ln N - ln Nt)^2 + (ln K - ln Kt)^2.
+ * With nothing tuned, the defaults.
  */
 #include <limits.h>
 #include <math.h>
@@ -17,6 +20,7 @@
 #include <string.h>
 
 #include "kt_internal.h"
+#include "registry.h"
 
 /* Largest M, N or K: INT_MAX less room for a tile's overshoot. */
 #define KT_MAX_DIM (INT_MAX - 1024)
@@ -60,6 +64,9 @@ static void matmul_prepare(kt_tuned *t)
     t->log_shape[i] = ln_pos(t->problem.dim[i]);
 }
 
+static void *model_build(const kt_tuned *t, int n, const kt_device_info *d);
+static void model_release(void *state);
+
 const kt_family_ops kt_matmul_ops = {
     .id = KT_FAMILY_MATMUL,
     .name = "matmul",
@@ -70,6 +77,8 @@ const kt_family_ops kt_matmul_ops = {
     .parse = matmul_parse,
     .fits = matmul_fits,
     .prepare = matmul_prepare,
+    .build = model_build,
+    .release = model_release,
 };
 
 /* ---- which variants serve a call ---------------------------------------- */
@@ -128,13 +137,251 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
   return best;
 }
 
+/* ---- the cost model ------------------------------------------------------ */
+
+/*
+ * The time of variant v at M x N x K is modelled as
+ *   t = launches * T_LAUNCH + c_v * (compute + reduction)
+ * compute:   on the busiest multiprocessor, the blocks it runs times the
+ *            multiply-adds of one block (BM x BN x its K chunk, padded to
+ *            whole tiles and BK steps); a round of fewer blocks than fit an
+ *            SM counts as half the SM's blocks (one block alone cannot hide
+ *            its latencies).
+ * reduction: split-K's workspace traffic, each byte worth FMA_PER_BYTE
+ *            multiply-adds of one SM's share of the bandwidth.
+ * c_v, what one unit costs variant v, is calibrated on v's own measured
+ * times: a weighted geometric mean over the tuned problems where v was
+ * measured, problem j weighted by exp(-d_j^2 / (2 SIGMA^2)), d_j its
+ * distance to the call.  So what v measured near the call decides, and the
+ * model carries it across changes of waves, edges and K splits.
+ */
+#define T_LAUNCH_MS 0.003 /* one kernel launch */
+#define FMA_PER_BYTE 11.0 /* an H100 SM: 128 FMA a clock against 1/132 of ~3 TB/s */
+#define SIGMA 0.75        /* in natural-log units of each size */
+#define CACHE_SLOTS 256   /* decisions remembered per context */
+
+typedef struct geom {
+  int bm, bn, bk, split, cl, bps;
+} geom;
+
+static int param(const kt_variant *v, const char *key, int dflt)
+{
+  for (int i = 0; i < v->nparams; ++i)
+    if (strcmp(v->params[i].key, key) == 0)
+      return atoi(v->params[i].value);
+  return dflt;
+}
+
+static geom geometry(const kt_variant *v)
+{
+  geom g;
+  const int bs = param(v, "bs", 0); /* the Guide's square tiles */
+  g.bm = param(v, "bm", bs);
+  g.bn = param(v, "bn", bs);
+  g.bk = param(v, "bk", bs);
+  g.split = param(v, "split", 1);
+  g.cl = v->cluster;
+  g.bps = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1;
+  if (g.bm <= 0 || g.bn <= 0 || g.bk <= 0)
+    g.bm = g.bn = g.bk = 0; /* unknown: never predicted */
+  return g;
+}
+
+/* Launches and model units of g at m x n x k on sm SMs. */
+static double units(const geom *g, double m, double n, double k, int sm, int *launches)
+{
+  const long long M = (long long)m, N = (long long)n, K = (long long)k;
+  const long long tiles = ((M + g->bm - 1) / g->bm) * ((N + g->bn - 1) / g->bn);
+  long long chunk = (K + g->bk - 1) / g->bk * g->bk, splits = 1;
+  if (g->split > 1)
+    splits = kt_matmul_splits(M, N, K, g->bk, g->split, &chunk);
+  else if (g->cl > 1) {
+    splits = g->cl;
+    chunk = ((K + g->bk - 1) / g->bk + g->cl - 1) / g->cl * g->bk;
+  }
+  const double blocks = (double)tiles * (double)splits;
+  const double q = ceil(blocks / sm), rounds = ceil(q / g->bps);
+  const double busy = fmax(q, 0.5 * g->bps * rounds);
+  double u = busy * (double)g->bm * g->bn * (double)chunk;
+  *launches = 1;
+  if (splits > 1 && g->split > 1) {
+    u += FMA_PER_BYTE * (2.0 * (double)splits + 2.0) * (double)M * (double)N * 4.0 / sm;
+    *launches = 2;
+  }
+  return u;
+}
+
+typedef struct model {
+  int nprob, nvar, sm;
+  const kt_tuned *prob;
+  double (*lshape)[3];
+  const kt_variant **var;
+  geom *g;
+  double *eff; /* [nvar][nprob]: ln c_v from problem j; NAN if v was not measured there */
+  struct {
+    uint64_t key; /* 0 = empty */
+    int variant;  /* registry index */
+  } cache[CACHE_SLOTS];
+} model;
+
+static void model_release(void *state)
+{
+  model *m = state;
+  if (!m)
+    return;
+  free(m->lshape);
+  free(m->var);
+  free(m->g);
+  free(m->eff);
+  free(m);
+}
+
+static void *model_build(const kt_tuned *t, int n, const kt_device_info *d)
+{
+  if (n <= 0)
+    return NULL;
+  model *m = calloc(1, sizeof *m);
+  if (!m)
+    return NULL;
+  m->nprob = n;
+  m->prob = t;
+  m->sm = d->sm_count > 0 ? d->sm_count : 1;
+  m->lshape = calloc((size_t)n, sizeof *m->lshape);
+  m->var = calloc((size_t)kt_registry_count, sizeof *m->var);
+  m->g = calloc((size_t)kt_registry_count, sizeof *m->g);
+  m->eff = malloc(sizeof *m->eff * (size_t)n * (size_t)kt_registry_count);
+  if (!m->lshape || !m->var || !m->g || !m->eff) {
+    model_release(m);
+    return NULL;
+  }
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < 3; ++i)
+      m->lshape[j][i] = t[j].log_shape[i];
+  for (int i = 0; i < n * kt_registry_count; ++i)
+    m->eff[i] = NAN;
+  for (int j = 0; j < n; ++j)
+    for (int r = 0; r < t[j].count; ++r) {
+      const kt_variant *v = t[j].ranked[r];
+      int x = 0;
+      while (x < m->nvar && m->var[x] != v)
+        ++x;
+      if (x == m->nvar) {
+        const geom g = geometry(v);
+        if (g.bm == 0)
+          continue;
+        m->var[m->nvar] = v;
+        m->g[m->nvar++] = g;
+      }
+      int launches;
+      const kt_problem *p = &t[j].problem;
+      const double u = units(&m->g[x], (double)p->m, (double)p->n, (double)p->k, m->sm, &launches);
+      const double busy = fmax(t[j].ms[r] - launches * T_LAUNCH_MS, 0.1 * t[j].ms[r]);
+      m->eff[(size_t)x * n + j] = log(busy / u);
+    }
+  return m;
+}
+
+static uint64_t cache_key(long long M, long long N, long long K, int wide)
+{
+  uint64_t h = 1469598103934665603ull;
+  const uint64_t x[4] = {(uint64_t)M, (uint64_t)N, (uint64_t)K, (uint64_t)wide};
+  for (int i = 0; i < 4; ++i)
+    h = (h ^ x[i]) * 1099511628211ull;
+  return h | 1; /* never 0, the empty key */
+}
+
+/* The predicted best variant that serves the call, or NULL; out gets why. */
+static const kt_variant *predict(const model *m, const kt_device_info *d, long long M, long long N, long long K,
+                                 const void *call, kt_choice *out)
+{
+  double lw[64 * 4];
+  double lwmax = -INFINITY;
+  const double lm = ln_pos(M), ln = ln_pos(N), lk = ln_pos(K);
+  const int np = m->nprob < (int)(sizeof lw / sizeof lw[0]) ? m->nprob : (int)(sizeof lw / sizeof lw[0]);
+  int near = 0;
+  for (int j = 0; j < np; ++j) {
+    const double dd = sq(lm - m->lshape[j][0]) + sq(ln - m->lshape[j][1]) + sq(lk - m->lshape[j][2]);
+    lw[j] = -dd / (2 * SIGMA * SIGMA);
+    if (lw[j] > lwmax) {
+      lwmax = lw[j];
+      near = j;
+    }
+  }
+  const kt_variant *best = NULL, *second = NULL;
+  double best_ms = INFINITY, second_ms = INFINITY;
+  for (int x = 0; x < m->nvar; ++x) {
+    if (!serves_call(m->var[x], d, call))
+      continue;
+    double num = 0, den = 0;
+    for (int j = 0; j < np; ++j) {
+      const double e = m->eff[(size_t)x * m->nprob + j];
+      if (e != e) /* NAN: not measured there */
+        continue;
+      const double w = exp(lw[j] - lwmax);
+      num += w * e;
+      den += w;
+    }
+    if (!(den > 1e-12))
+      continue;
+    int launches;
+    const double u = units(&m->g[x], (double)M, (double)N, (double)K, m->sm, &launches);
+    const double pred = launches * T_LAUNCH_MS + exp(num / den) * u;
+    if (pred < best_ms) {
+      second = best, second_ms = best_ms;
+      best = m->var[x], best_ms = pred;
+    } else if (pred < second_ms) {
+      second = m->var[x], second_ms = pred;
+    }
+  }
+  if (best && out) {
+    char why[256];
+    int k = snprintf(why, sizeof why, "predicted %.4g ms by the cost model, calibrated nearest %s", best_ms,
+                     m->prob[near].key);
+    if (second && k > 0 && (size_t)k < sizeof why)
+      snprintf(why + k, sizeof why - (size_t)k, "; next %s at %.4g ms", second->name, second_ms);
+    memset(out, 0, sizeof *out);
+    snprintf(out->variant, sizeof out->variant, "%s", best->name);
+    out->tuned = 1;
+    snprintf(out->matched, sizeof out->matched, "%s", m->prob[near].key);
+    snprintf(out->reason, sizeof out->reason, "%s", why);
+    snprintf(out->source, sizeof out->source, "%s", m->prob[near].source ? m->prob[near].source : "");
+  }
+  return best;
+}
+
 static const kt_variant *choose(const kt_context *c, long long M, long long N, long long K, const matmul_call *call,
                                 kt_choice *out)
 {
   int nt = 0;
   const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_MATMUL, &nt);
+  const kt_device_info *d = kt_context_device(c);
   const kt_tuned *t = kt_matmul_nearest(tuned, nt, M, N, K);
-  return kt_dispatch_choose(kt_context_device(c), KT_FAMILY_MATMUL, t, serves_call, call, out);
+  /* At a tuned shape, what was measured there is the answer. */
+  if (!t || (t->problem.m == M && t->problem.n == N && t->problem.k == K))
+    return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
+  model *m = kt_context_state(c, KT_FAMILY_MATMUL);
+  if (!m)
+    return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
+  /* The decision depends on the shape and on whether float4 variants can
+   * serve the call; remembered per context (relaxed atomics: a lost or torn
+   * slot only costs a prediction, and a hit is checked against serves()). */
+  const int wide = !((call->lda | call->ldb | call->ldc) & 3) &&
+                   !(((uintptr_t)call->A | (uintptr_t)call->B | (uintptr_t)call->C) & 15);
+  const uint64_t key = cache_key(M, N, K, wide);
+  const int slot = (int)(key >> 56) % CACHE_SLOTS;
+  if (!out && __atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key) {
+    const int i = __atomic_load_n(&m->cache[slot].variant, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key && i >= 0 && i < kt_registry_count &&
+        serves_call(&kt_registry[i], d, call))
+      return &kt_registry[i];
+  }
+  const kt_variant *v = predict(m, d, M, N, K, call, out);
+  if (!v)
+    return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
+  __atomic_store_n(&m->cache[slot].key, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&m->cache[slot].variant, (int)(v - kt_registry), __ATOMIC_RELAXED);
+  __atomic_store_n(&m->cache[slot].key, key, __ATOMIC_RELEASE);
+  return v;
 }
 
 /* ---- the API ------------------------------------------------------------ */

@@ -8,8 +8,8 @@
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 @ end
-#if KT_ABI_VERSION != 3
-#error "this file was generated for kt_variant.h ABI 3: run make generate"
+#if KT_ABI_VERSION != 4
+#error "this file was generated for kt_variant.h ABI 4: run make generate"
 #endif
 
 constexpr int THREADS = $(threads);

@@ -2,8 +2,8 @@
 @ -- Row-major fp32 with leading dimensions; any M, N, K >= 1.  The space
 @ -- (templates/matmul.space.lua) sets `algo` and the values used below.
 #include "kt_variant.h"
-#if KT_ABI_VERSION != 3
-#error "this file was generated for kt_variant.h ABI 3: run make generate"
+#if KT_ABI_VERSION != 4
+#error "this file was generated for kt_variant.h ABI 4: run make generate"
 #endif
 
 @ if algo == "tiled" then

@@ -25,8 +25,9 @@ local S = {
         { "bs", { 8, 16, 32 }, "BLOCK_SIZE: edge of the square tile; one output per thread" },
         { "pad", { 0, 1 }, "floats of padding at the end of each shared-memory row" },
       },
-      derive = function(v)
+      derive = function(v, t)
         v.threads = v.bs * v.bs
+        v.blocks_per_sm = math.min(32, t.max_threads_per_sm // v.threads)
         v.smem_static = 2 * v.bs * (v.bs + v.pad) * F
         v.smem_dynamic = 0
         v.cluster, v.min_cc, v.align = 1, 0, 1
@@ -75,6 +76,7 @@ local S = {
         local by_threads = t.max_threads_per_sm // v.threads
         local by_smem = t.smem_per_sm // (v.smem_dynamic + 1024)
         v.fit = math.min(by_regs, by_threads, by_smem)
+        v.blocks_per_sm = v.occ > 0 and v.occ or v.fit
         v.cluster, v.min_cc, v.align = v.cl, v.cl > 1 and 90 or 80, v.vec
       end,
       name = function(v)

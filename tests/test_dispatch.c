@@ -595,3 +595,81 @@ Test(dispatch, newer_database_warns_and_uses_defaults)
   kt_test_sql(path, sql);
   assert_warns_and_defaults(path, "newer schema");
 }
+
+/* ---- matmul: predicting untuned shapes ---------------------------------- */
+
+static int param_of(const kt_variant *v, const char *key)
+{
+  for (int i = 0; i < v->nparams; ++i)
+    if (strcmp(v->params[i].key, key) == 0)
+      return atoi(v->params[i].value);
+  return -1;
+}
+
+/* Two float4 variants without split-K that differ in BM only. */
+static int find_bm_pair(const kt_variant **tall, const kt_variant **short_)
+{
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *a = &kt_registry[i];
+    if (!kt_test_is_matmul_align4(a) || param_of(a, "bm") != 128 || param_of(a, "split") != 1 || a->cluster != 1)
+      continue;
+    for (int j = 0; j < kt_registry_count; ++j) {
+      const kt_variant *b = &kt_registry[j];
+      if (kt_test_is_matmul_align4(b) && param_of(b, "bm") == 64 && param_of(b, "bn") == param_of(a, "bn") &&
+          param_of(b, "split") == 1 && b->cluster == 1) {
+        *tall = a;
+        *short_ = b;
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+Test(dispatch, an_untuned_shape_gets_the_variant_whose_tiles_waste_least)
+{
+  const kt_variant *tall, *shorter;
+  cr_assert(find_bm_pair(&tall, &shorter), "the registry has no 128-row and 64-row float4 pair");
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  /* Few SMs, so that time grows with the tiles rather than in whole waves. */
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  dev.sm_count = 4;
+  kt_device_fingerprint(&dev);
+  /* Equally fast where both tile the shape exactly (the taller one a hair
+   * ahead), but 1056 rows cost the 128-row tiles a ninth band of tiles,
+   * half of it empty, and the 64-row tiles only a seventeenth. */
+  kt_problem p = kt_test_matmul_problem(1024, 1024, 1024);
+  kt_measurement m[2] = {kt_test_measure(tall, p, "ok", 1.00), kt_test_measure(shorter, p, "ok", 1.01)};
+  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
+  cr_assert_str_eq(c.variant, tall->name, "at the tuned shape, the measured winner");
+  c = matmul_choice(ctx, 1056, 1024, 1024, A16, 1024, 1024, 1024);
+  cr_assert_str_eq(c.variant, shorter->name, "got %s", c.variant);
+  cr_assert_eq(c.tuned, 1);
+  cr_assert_str_eq(c.matched, "1024x1024x1024");
+  cr_assert(strstr(c.reason, "predicted") != NULL, "the reason gives the prediction: %s", c.reason);
+  kt_close(ctx);
+}
+
+Test(dispatch, predictions_never_pick_a_variant_that_cannot_serve_the_call)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  const kt_variant *v[4];
+  tune_matmul_1024(path, &dev, v);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  const long long shapes[][3] = {{1000, 1000, 1000}, {77, 5000, 300}, {4096, 3, 70000}, {1, 1, 1}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
+    const long long M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
+    kt_choice c = matmul_choice(ctx, M, N, K, A_MISALIGNED, K, N, N);
+    cr_assert(kt_matmul_serves(chosen(&c), &dev, A_MISALIGNED, K, B16, N, C16, N), "%s at %lldx%lldx%lld", c.variant, M,
+              N, K);
+    cr_assert_eq(chosen(&c)->align, 1);
+    c = matmul_choice(ctx, M, N, K, A16, K + 1, N, N); /* lda not a multiple of 4 */
+    cr_assert_eq(chosen(&c)->align, 1, "%s for lda %lld", c.variant, K + 1);
+  }
+  kt_close(ctx);
+}
