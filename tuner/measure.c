@@ -8,19 +8,6 @@
 
 #include "measure.h"
 
-uint64_t kt_rng_next(kt_rng *r)
-{
-  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-float kt_rng_float(kt_rng *r)
-{
-  return (float)(kt_rng_next(r) >> 40) * 0x1p-23f - 1.0f;
-}
-
 void kt_measure_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r)
 {
   const int skewed = dist && strcmp(dist, "skewed") == 0;
@@ -263,4 +250,22 @@ int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t f
 {
   variant_call c = {v, args};
   return kt_measure_time_fn(call_variant, &c, flush, flush_bytes, min_reps, max_reps, budget_ms, median_ms, reps);
+}
+
+int kt_measure_candidate(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, double best_ms,
+                         double *median_ms, int *reps)
+{
+  double est = 0;
+  int e = kt_measure_time(v, args, flush, flush_bytes, 1, 1, 0, &est, reps);
+  if (e)
+    return e;
+  const double budget = best_ms < INFINITY && est > 3 * best_ms ? 0 : 60;
+  return kt_measure_time(v, args, flush, flush_bytes, 5, 50, budget, median_ms, reps);
+}
+
+size_t kt_measure_flush_bytes(const kt_device_info *dev)
+{
+  int l2 = 0;
+  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev->ordinal);
+  return (size_t)(l2 > 0 ? l2 : 64 << 20) * 2;
 }

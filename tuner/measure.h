@@ -1,5 +1,6 @@
 /* tuner/measure.h: inputs, correctness checks and timing, shared by the
- * tuner's worker, the GPU tests and the benchmarks (kt_measure_ prefix).
+ * tuner's worker, the GPU tests and the benchmarks (kt_measure_ prefix; the
+ * kt_rng_ generator is inline here).
  *
  * Correctness criteria, used everywhere a variant is checked:
  *   matmul: every element within the componentwise bound
@@ -29,8 +30,20 @@ typedef struct kt_rng {
   uint64_t s;
 } kt_rng;
 
-uint64_t kt_rng_next(kt_rng *r); /* splitmix64 */
-float kt_rng_float(kt_rng *r);   /* uniform in [-1, 1) */
+/* splitmix64 */
+static inline uint64_t kt_rng_next(kt_rng *r)
+{
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* uniform in [-1, 1) */
+static inline float kt_rng_float(kt_rng *r)
+{
+  return (float)(kt_rng_next(r) >> 40) * 0x1p-23f - 1.0f;
+}
 
 /* Samples for a histogram of nbins: dist "uniform" (over the bins) or
  * "skewed" (80% in 1% of the bins); about 1 in 1024 samples lies outside
@@ -68,6 +81,17 @@ int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t f
 typedef int (*kt_measure_fn)(void *ctx);
 int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
                        double budget_ms, double *median_ms, int *reps);
+
+/* The tuner's timing of a candidate: one run to estimate, then the median
+ * of at least 5.  A variant already 3x slower than best_ms (the fastest so
+ * far on this problem; INFINITY for none) cannot win: it gets the minimum
+ * repetitions only, otherwise up to 50 within 60 ms.  Returns the CUDA
+ * error, 0 on success. */
+int kt_measure_candidate(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, double best_ms,
+                         double *median_ms, int *reps);
+
+/* Bytes to write between timed runs to evict the L2 of dev: twice its size. */
+size_t kt_measure_flush_bytes(const kt_device_info *dev);
 
 double kt_measure_median(double *x, int n); /* sorts x */
 

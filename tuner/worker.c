@@ -46,29 +46,6 @@ static int fatal_after(const kt_check *c)
   return c->launch_failed;
 }
 
-/* Bytes written between timed runs to evict L2: twice its size. */
-static size_t flush_size(const kt_device_info *dev)
-{
-  int l2 = 0;
-  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev->ordinal);
-  return (size_t)(l2 > 0 ? l2 : 64 << 20) * 2;
-}
-
-/* Time v: one run to estimate, then the median of at least 5.  A variant
- * already 3x slower than best_ms cannot win: it gets the minimum
- * repetitions only, otherwise up to 50 within 60 ms.  Returns the CUDA
- * error, 0 on success. */
-static int time_variant(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, double best_ms,
-                        double *ms, int *reps)
-{
-  double est = 0;
-  int e = kt_measure_time(v, args, flush, flush_bytes, 1, 1, 0, &est, reps);
-  if (e)
-    return e;
-  const double budget = best_ms < INFINITY && est > 3 * best_ms ? 0 : 60;
-  return kt_measure_time(v, args, flush, flush_bytes, 5, 50, budget, ms, reps);
-}
-
 static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t seed, char **names, int nnames)
 {
   kt_rng r = {seed};
@@ -76,7 +53,7 @@ static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t 
   float *hA = malloc(na * 4), *hB = malloc(nb * 4);
   float *dA, *dB, *dC;
   void *flush;
-  const size_t flush_bytes = flush_size(dev);
+  const size_t flush_bytes = kt_measure_flush_bytes(dev);
   if (!hA || !hB || cudaMalloc((void **)&dA, na * 4) || cudaMalloc((void **)&dB, nb * 4) ||
       cudaMalloc((void **)&dC, nc * 4) || cudaMalloc(&flush, flush_bytes)) {
     fprintf(stderr, "worker: cannot allocate the %dx%dx%d problem\n", M, N, K);
@@ -133,7 +110,7 @@ static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t 
     kt_matmul_args args = {M, N, K, 1.0f, 0.0f, dA, dB, dC, K, N, N, dev->sm_count, kt_device_pool(dev->ordinal)};
     double ms = 0;
     int reps = 0;
-    int e = time_variant(v, &args, flush, flush_bytes, best, &ms, &reps);
+    int e = kt_measure_candidate(v, &args, flush, flush_bytes, best, &ms, &reps);
     if (e) {
       result(v->name, "launch_failed", 0, 0, 0, 0, cudaGetErrorString((cudaError_t)e));
       return 3;
@@ -175,7 +152,7 @@ static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const
   int *ds;
   unsigned *dbins;
   void *flush;
-  const size_t flush_bytes = flush_size(dev);
+  const size_t flush_bytes = kt_measure_flush_bytes(dev);
   if (!hs || !ref || !got || cudaMalloc((void **)&ds, sizeof(int) * (n ? n : 1)) ||
       cudaMalloc((void **)&dbins, sizeof(unsigned) * (size_t)nbins) || cudaMalloc(&flush, flush_bytes)) {
     fprintf(stderr, "worker: cannot allocate the histogram problem\n");
@@ -220,7 +197,7 @@ static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const
     kt_hist_args args = {ds, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
     double ms = 0;
     int reps = 0;
-    int e = time_variant(v, &args, flush, flush_bytes, best, &ms, &reps);
+    int e = kt_measure_candidate(v, &args, flush, flush_bytes, best, &ms, &reps);
     if (!e)
       e = cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost);
     if (e) {
