@@ -73,8 +73,8 @@ static void prepare(run *r)
 static void go(run *r, double timeout_s)
 {
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
-  kt_worker_opts o = {r->exe, timeout_s, 42, count_event, r};
-  kt_run_workers(&p, "64x64x64", r->vs, NV, &o, r->out);
+  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r};
+  kt_workers_run(&p, "64x64x64", r->vs, NV, &o, r->out);
   /* No child may outlive the runner. */
   errno = 0;
   cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a worker process was left behind");

@@ -71,8 +71,8 @@ static void on_event(void *user, const char *key, const char *variant, int finis
 static void run_workers_for(const kt_problem *p, const char *key, const kt_variant **vs, int n, const tune_opts *o,
                             kt_tune_result *out)
 {
-  kt_worker_opts w = {NULL, o->timeout_s, o->seed, on_event, NULL};
-  kt_run_workers(p, key, vs, n, &w, out);
+  kt_workers_opts w = {NULL, o->timeout_s, o->seed, on_event, NULL};
+  kt_workers_run(p, key, vs, n, &w, out);
 }
 
 static double now_s(void)
@@ -124,14 +124,6 @@ static void usage(void)
   fprintf(stderr, "usage: ktune tune [--db PATH] [--family matmul|hist|all] [--matmul MxNxK,...] [--hist NBINS,...]\n"
                   "                  [--hist-n N] [--dists uniform,skewed] [--variants NAME,...] [--timeout SECONDS]\n"
                   "                  [--seed N]\n");
-}
-
-static const kt_tune_result *find_result(const kt_tune_result *rs, int n, const char *variant)
-{
-  for (int i = 0; i < n; ++i)
-    if (strcmp(rs[i].variant, variant) == 0 && strcmp(rs[i].status, "ok") == 0)
-      return &rs[i];
-  return NULL;
 }
 
 int kt_tune_main(int argc, char **argv)
@@ -256,7 +248,7 @@ int kt_tune_main(int argc, char **argv)
     run_workers_for(p, key, fam[f], nfam[f], &o, all[i]);
     kt_measurement *ms = calloc((size_t)nfam[f] + 1, sizeof *ms);
     for (int j = 0; j < nfam[f]; ++j) {
-      kt_tune_link_result(&all[i][j]);
+      kt_tune_result_link(&all[i][j]);
       ms[j] = all[i][j].m;
     }
     if ((rc = kt_db_record(db, &dev, kt_registry_generator_version, ms, nfam[f], err, sizeof err)) != KT_OK) {
@@ -325,8 +317,8 @@ int kt_tune_main(int argc, char **argv)
         continue;
       }
       if (f == KT_FAMILY_MATMUL) {
-        const kt_tune_result *seed = find_result(all[i], nfam[f], "matmul_bs16_pad0");
-        const kt_tune_result *win = find_result(all[i], nfam[f], t->ranked[0]->name);
+        const kt_tune_result *seed = kt_tune_result_ok(all[i], nfam[f], "matmul_bs16_pad0");
+        const kt_tune_result *win = kt_tune_result_ok(all[i], nfam[f], t->ranked[0]->name);
         double rate = win ? win->m.rate : 0, srate = seed ? seed->m.rate : 0;
         printf("%-22s %-33s %8.3f  %8.0f   %8.0f           %6.2fx\n", key, t->ranked[0]->name, t->best_ms, rate, srate,
                srate > 0 ? rate / srate : 0);
@@ -336,7 +328,7 @@ int kt_tune_main(int argc, char **argv)
         double wr = 0, sr = 0;
         int wn = 0;
         for (int d = i; d < np && probs[d].family == p->family && probs[d].nbins == p->nbins; ++d) {
-          const kt_tune_result *w = find_result(all[d], nfam[f], t->ranked[0]->name);
+          const kt_tune_result *w = kt_tune_result_ok(all[d], nfam[f], t->ranked[0]->name);
           if (w)
             wr += w->m.rate, ++wn;
           double best = 0;
