@@ -169,7 +169,7 @@ build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h
 BENCH_BINS := build/bench_matmul build/bench_hist
 # The link needs the tuner's objects: list them, so that `make build/bench_x`
 # builds them and `make -j bench` never links before they exist.
-build/bench_%: bench/bench_%.cu bench/bench_common.h build/libktune.a $(TOOL_OBJS) tuner/measure.h \
+build/bench_%: bench/bench_%.cu bench/bench_common.h build/libktune.a $(TOOL_OBJS) $(wildcard tuner/*.h) \
                runtime/kt_internal.h runtime/kt_variant.h runtime/include/ktune.h
 	$(call say,NVCC,$<)
 	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -o $@ $< \

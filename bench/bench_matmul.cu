@@ -28,6 +28,7 @@
 #include <cuda_runtime.h>
 
 #include "bench_common.h"
+#include "matmul.h"
 
 #define BENCH_CUBLAS(call) bench_cublas_check((call), #call, __FILE__, __LINE__)
 

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "gpu_test.h"
+#include "hist.h"
 
 TestSuite(hist_gpu, .init = gpu_or_skip);
 
@@ -30,7 +31,7 @@ Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
         continue;
       const size_t n = 200000 + kt_rng_next(&r) % 5000;
       kt_check c;
-      kt_measure_check_hist(v, &gpu, nbins[b], n, (int)(kt_rng_next(&r) % 4), dists[b % 2], kt_rng_next(&r), &c);
+      kt_tune_hist_check(v, &gpu, nbins[b], n, (int)(kt_rng_next(&r) % 4), dists[b % 2], kt_rng_next(&r), &c);
       cr_expect(c.ok, "%s, %lld bins: %s", v->name, nbins[b], c.reason);
       ++checked;
     }
@@ -48,7 +49,7 @@ Test(hist_gpu, every_variant_handles_tiny_inputs)
     for (size_t n = 1; n <= 9; ++n)
       for (int off = 0; off < 4; ++off) {
         kt_check c;
-        kt_measure_check_hist(v, &gpu, 300, n, off, "uniform", kt_rng_next(&r), &c);
+        kt_tune_hist_check(v, &gpu, 300, n, off, "uniform", kt_rng_next(&r), &c);
         cr_expect(c.ok, "%s, n=%zu offset %d: %s", v->name, n, off, c.reason);
       }
   }
@@ -101,7 +102,7 @@ static void dispatched(kt_context *ctx, const int *s, size_t n, int off, long lo
   snprintf(variant, 96, "%s", ch.variant);
   cr_assert_eq(kt_histogram(ctx, ds + off, n, db, nbins, NULL), KT_OK);
   CUDA_OK(cudaMemcpy(got, db, sizeof(unsigned) * nbins, cudaMemcpyDeviceToHost));
-  kt_measure_hist_reference(s, n, nbins, ref);
+  kt_tune_hist_reference(s, n, nbins, ref);
   long long wrong = 0;
   for (long long b = 0; b < nbins; ++b)
     wrong += got[b] != ref[b];
@@ -120,7 +121,7 @@ Test(hist_gpu, kt_histogram_is_exact_through_dispatch_at_every_bin_count)
   int *s = malloc(sizeof(int) * n);
   for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
     char v[96];
-    kt_measure_hist_samples(s, n, nbins[b], b % 2 ? "skewed" : "uniform", &r);
+    kt_tune_hist_samples(s, n, nbins[b], b % 2 ? "skewed" : "uniform", &r);
     dispatched(ctx, s, n, (int)(b % 4), nbins[b], v);
   }
   free(s);

@@ -1,16 +1,9 @@
-/* tuner/measure.h: inputs, correctness checks and timing, shared by the
- * tuner's worker, the GPU tests and the benchmarks (kt_measure_ prefix; the
- * kt_rng_ generator is inline here).
+/* tuner/measure.h: what checking and timing a variant need whatever its
+ * family, shared by the tuner's worker, the GPU tests and the benchmarks
+ * (kt_measure_ prefix; the kt_rng_ generator is inline here).  Each
+ * family's inputs, reference and correctness criterion are in its own
+ * header: matmul.h, hist.h.
  *
- * Correctness criteria, used everywhere a variant is checked:
- *   matmul: every element within the componentwise bound
- *       |c - ref| <= (K + 2) * 2^-24 * (|alpha| * sum_k |a_ik * b_kj| + |beta * c0_ij|)
- *     where ref is computed in double on the host.  This is the classical
- *     worst-case bound for any order of fp32 summation (gamma_K), so it grows
- *     linearly with K; wrong indexing misses it by orders of magnitude.
- *     Padding beyond each row (lda > K ...) holds NaN, so a kernel that
- *     reads it fails; C's padding holds a sentinel that must survive.
- *   hist: every count exact.
  * Inputs are fresh pseudo-random numbers from a caller-given seed; never
  * all zero.
  */
@@ -45,30 +38,17 @@ static inline float kt_rng_float(kt_rng *r)
   return (float)(kt_rng_next(r) >> 40) * 0x1p-23f - 1.0f;
 }
 
-/* Samples for a histogram of nbins: dist "uniform" (over the bins) or
- * "skewed" (80% in 1% of the bins); about 1 in 1024 samples lies outside
- * [0, nbins) on either side, to exercise clamping. */
-void kt_measure_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r);
-/* Exact CPU histogram with the library's clamping. */
-void kt_measure_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins);
-
+/* The outcome of running a variant once and checking its output. */
 typedef struct kt_check {
   int ok;            /* 1 when correct */
   int launch_failed; /* 1 when the launch or the kernel failed (CUDA error) */
-  double worst;      /* matmul: worst |err| / bound; hist: wrong bins */
+  double worst;      /* the family's measure of the worst error (0 = exact) */
   char reason[256];  /* why not ok */
 } kt_check;
 
-/* Run v once on a fresh random problem of this shape, on the current
- * device, and check it as above.  lda/ldb/ldc >= K/N/N. */
-void kt_measure_check_matmul(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
-                             long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out);
-
-/* Run v once on n fresh samples starting `offset` ints past a 256-byte
- * aligned allocation (offset 1..3 makes the pointer misaligned for int4),
- * and compare every count with the CPU's. */
-void kt_measure_check_hist(const kt_variant *v, const kt_device_info *dev, long long nbins, size_t n, int offset,
-                           const char *dist, uint64_t seed, kt_check *out);
+/* When e is a CUDA error: out is a launch failure "where: message", the
+ * error is cleared, and 1 is returned; else 0. */
+int kt_measure_cuda_failed(kt_check *out, cudaError_t e, const char *where);
 
 /* Time launches of v with args: warm-up, then repetitions each preceded by
  * an (untimed) write of flush_bytes to flush (to evict L2), timed with CUDA

@@ -17,7 +17,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "measure.h"
+#include "hist.h"
+#include "matmul.h"
 #include "tuner.h"
 
 static void result(const char *name, const char *status, double ms, double rate, double err, int reps,
@@ -89,8 +90,7 @@ static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t 
                 k = 33 + (int)(kt_rng_next(&vr) % 300);
       const int a = v->align;
       const long long lda = (k + a) / a * a + a, ldb = (n + a) / a * a, ldc = (n + 2 * a) / a * a;
-      kt_measure_check_matmul(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, kt_rng_next(&vr),
-                              &c);
+      kt_tune_matmul_check(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, kt_rng_next(&vr), &c);
       if (c.worst > worst)
         worst = c.worst;
     }
@@ -158,8 +158,8 @@ static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const
     fprintf(stderr, "worker: cannot allocate the histogram problem\n");
     return 2;
   }
-  kt_measure_hist_samples(hs, n, nbins, dist, &r);
-  kt_measure_hist_reference(hs, n, nbins, ref);
+  kt_tune_hist_samples(hs, n, nbins, dist, &r);
+  kt_tune_hist_reference(hs, n, nbins, ref);
   cudaMemcpy(ds, hs, sizeof(int) * n, cudaMemcpyHostToDevice);
   free(hs);
 
@@ -187,7 +187,7 @@ static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const
     const size_t sizes[3] = {100003 + kt_rng_next(&vr) % 1000, 65536 + kt_rng_next(&vr) % 64, 7};
     const int offsets[3] = {1, 0, 3};
     for (int t = 0; t < 3 && c.ok; ++t)
-      kt_measure_check_hist(v, dev, nbins, sizes[t], offsets[t], dist, kt_rng_next(&vr), &c);
+      kt_tune_hist_check(v, dev, nbins, sizes[t], offsets[t], dist, kt_rng_next(&vr), &c);
     if (!c.ok) {
       result(v->name, c.launch_failed ? "launch_failed" : "wrong", 0, 0, c.worst, 0, c.reason);
       if (fatal_after(&c))
