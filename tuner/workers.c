@@ -2,8 +2,9 @@
  *
  * A kernel that faults poisons the CUDA context of its whole process, and
  * one that hangs never returns, so the tuner never measures in its own
- * process.  It starts a worker (`ktune __worker ...`, worker.c) for a list
- * of variants and reads its lines as they come:
+ * process.  It starts a worker (`ktune __worker FAMILY KEY DIST SEED
+ * NAME...`, worker.c) for a list of variants and reads its lines as they
+ * come:
  *   START name                  the variant now in flight (its deadline starts)
  *   RESULT name status ...      its result
  * If the worker dies or passes the deadline, the variant in flight is
@@ -34,6 +35,12 @@ static double now_s(void)
 void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
                     kt_tune_result *out)
 {
+  const kt_family_ops *ops = kt_family_get(p->family);
+  if (!ops) {
+    for (int i = 0; i < n; ++i)
+      kt_tune_result_set(&out[i], p, vs[i], "skipped", "no such family");
+    return;
+  }
   int next = 0; /* first variant not yet reported */
   while (next < n) {
     int fd[2];
@@ -42,24 +49,17 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
         kt_tune_result_set(&out[next], p, vs[next], "skipped", strerror(errno));
       return;
     }
-    char a1[32], a2[32], a3[32], a4[32], a5[32];
-    const char **argv = calloc((size_t)n + 10, sizeof *argv);
+    char problem[96], seed[32];
+    ops->key(p, problem, sizeof problem);
+    snprintf(seed, sizeof seed, "%llu", o->seed + (unsigned long long)next * 7919u);
+    const char **argv = calloc((size_t)n + 8, sizeof *argv);
     int k = 0;
     argv[k++] = "ktune";
     argv[k++] = "__worker";
-    if (p->family == KT_FAMILY_MATMUL) {
-      argv[k++] = "matmul";
-      snprintf(a1, sizeof a1, "%lld", p->m), argv[k++] = a1;
-      snprintf(a2, sizeof a2, "%lld", p->n), argv[k++] = a2;
-      snprintf(a3, sizeof a3, "%lld", p->k), argv[k++] = a3;
-    } else {
-      argv[k++] = "hist";
-      snprintf(a1, sizeof a1, "%lld", p->nbins), argv[k++] = a1;
-      snprintf(a2, sizeof a2, "%lld", p->nsamples), argv[k++] = a2;
-      snprintf(a3, sizeof a3, "%s", p->dist), argv[k++] = a3;
-    }
-    snprintf(a4, sizeof a4, "%llu", o->seed + (unsigned long long)next * 7919u), argv[k++] = a4;
-    (void)a5;
+    argv[k++] = ops->name;
+    argv[k++] = problem;
+    argv[k++] = p->dist[0] ? p->dist : "-";
+    argv[k++] = seed;
     for (int i = next; i < n; ++i)
       argv[k++] = vs[i]->name;
     argv[k] = NULL;
