@@ -8,6 +8,7 @@
  * deadline costs one variant, recorded with its reason; the tune goes on in
  * a fresh worker.
  */
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +58,10 @@ int kt_tune_selected(const char *globs, const char *name)
 {
   if (!globs)
     return 1;
-  size_t len = strlen(name);
-  for (const char *p = globs; (p = strstr(p, name)) != NULL; p += len)
-    if ((p == globs || p[-1] == ',') && (p[len] == ',' || p[len] == 0))
+  char pattern[256];
+  int more;
+  while ((more = kt_tune_family_item(&globs, pattern, sizeof pattern)) != 0)
+    if (more > 0 && fnmatch(pattern, name, 0) == 0) /* a longer pattern (more < 0) matches nothing */
       return 1;
   return 0;
 }
@@ -80,7 +82,7 @@ static void usage(void)
   char item[160];
   for (int f = 0; f <= kt_tune_family_count; ++f) {
     static const kt_tune_option common[] = {
-        {"--variants", "NAME,...", NULL}, {"--timeout", "SECONDS", NULL}, {"--seed", "N", NULL}, {NULL, NULL, NULL}};
+        {"--variants", "GLOB,...", NULL}, {"--timeout", "SECONDS", NULL}, {"--seed", "N", NULL}, {NULL, NULL, NULL}};
     const kt_tune_option *opt = f < kt_tune_family_count ? kt_tune_families[f]->options : common;
     for (; opt->name; ++opt) {
       const int n = snprintf(item, sizeof item, " [%s %s]", opt->name, opt->arg);
@@ -92,7 +94,8 @@ static void usage(void)
       col += n;
     }
   }
-  fprintf(stderr, "\n");
+  fprintf(stderr, "\n  --variants: comma-separated shell patterns (fnmatch), each matching whole variant names\n"
+                  "  (ktune list shows them)\n");
 }
 
 int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o)

@@ -120,7 +120,7 @@ typedef struct kt_tune_opts {
   const char *db;
   int on[KT_TUNE_MAX_FAMILIES]; /* tune kt_tune_families[f]? */
   const char *values[KT_TUNE_MAX_FAMILIES][KT_TUNE_MAX_OPTIONS];
-  const char *variants; /* comma-separated names, or NULL for all */
+  const char *variants; /* comma-separated globs, or NULL for all */
   double timeout_s;
   unsigned long long seed;
 } kt_tune_opts;
@@ -129,8 +129,9 @@ typedef struct kt_tune_opts {
  * message on stderr. */
 int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o);
 
-/* Is the variant named name in globs, a comma-separated list of names?
- * NULL selects all. */
+/* Is the variant named name selected by globs, comma-separated shell
+ * patterns (fnmatch(3)) that each match whole names?  An exact name is a
+ * pattern too.  NULL selects all. */
 int kt_tune_selected(const char *globs, const char *name);
 
 /* ---- worker.c ----------------------------------------------------------- */
