@@ -98,8 +98,7 @@ static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float 
       }
       const double c0 = C0[shift + i * ldc + j];
       ref = alpha * ref + beta * c0;
-      double e =
-          fabs(C[shift + i * ldc + j] - ref) / ((k + 2) * 0x1p-24 * (fabs(alpha) * mag + fabs(beta * c0)) + 1e-30);
+      double e = fabs(C[shift + i * ldc + j] - ref) / kt_tune_matmul_bound(k, alpha, mag, beta * c0);
       worst = isnan(e) || e > worst ? (isnan(e) ? INFINITY : e) : worst;
     }
   cudaFree(dA), cudaFree(dB), cudaFree(dC);

@@ -14,6 +14,11 @@
 #include "matmul.h"
 #include "tuner.h"
 
+double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double beta_c0)
+{
+  return (K + 2.0) * 0x1p-24 * (fabs(alpha) * sum_abs_products + fabs(beta_c0)) + 1e-30;
+}
+
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
                           long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out)
 {
@@ -48,7 +53,6 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
       kt_measure_cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
     goto done;
   out->ok = 1;
-  const double u = 0x1p-24;
   for (int i = 0; i < M && out->ok; ++i) {
     for (int j = 0; j < (int)ldc; ++j) {
       const float got = C[(size_t)i * ldc + j];
@@ -68,7 +72,7 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
       }
       const double c0 = beta != 0.0f ? C0[(size_t)i * ldc + j] : 0.0;
       ref = alpha * ref + beta * c0;
-      const double bound = (K + 2) * u * (fabs(alpha) * mag + fabs(beta * c0)) + 1e-30;
+      const double bound = kt_tune_matmul_bound(K, alpha, mag, beta * c0);
       const double e = fabs((double)got - ref) / bound;
       if (!(e <= 1.0)) { /* also catches NaN */
         out->ok = 0;
@@ -258,7 +262,7 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
       ref += p;
       mag += fabs(p);
     }
-    const double err = fabs(got - ref) / ((K + 2) * 0x1p-24 * mag + 1e-30);
+    const double err = fabs(got - ref) / kt_tune_matmul_bound(K, 1.0, mag, 0.0);
     if (!(err <= 1.0))
       snprintf(why, sizeof why, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0, j0, got, ref);
     else if (err > worst)

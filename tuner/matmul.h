@@ -19,6 +19,12 @@
 extern "C" {
 #endif
 
+/* The bound above, the one place it is computed: for an element of a
+ * K-deep product, with sum_abs_products = sum_k |a_ik * b_kj| and beta_c0 =
+ * beta * c0_ij.  Plus 1e-30, so that an exact result against a zero bound
+ * is error 0 rather than 0/0.  A result passes when |c - ref| / bound <= 1. */
+double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double beta_c0);
+
 /* Run v once on a fresh random problem of this shape, on the current
  * device, and check it as above (kt_check.worst: the worst |err| / bound).
  * lda/ldb/ldc >= K/N/N. */
