@@ -91,6 +91,12 @@ done:
   free(got);
 }
 
+int kt_tune_hist_guide_layout(const kt_variant *v)
+{
+  const char *layout = kt_tune_family_param(v, "layout");
+  return v->family == KT_FAMILY_HIST && layout && strcmp(layout, "blocked") == 0;
+}
+
 /* ---- `ktune tune`: problems and the summary ------------------------------ */
 
 /* The default tuning set: bin counts from 256 to 1M at n = 2^28, each on
@@ -175,10 +181,12 @@ static void report_row(const char *key, const kt_tune_run *runs, int nruns, cons
     if (w)
       wr += w->m.rate, ++wn;
     double best = 0;
-    for (int j = 0; j < run->n; ++j)
-      if (strstr(run->results[j].variant, "_blocked_") && !strcmp(run->results[j].status, "ok") &&
-          run->results[j].m.rate > best)
-        best = run->results[j].m.rate;
+    for (int j = 0; j < run->n; ++j) {
+      const kt_tune_result *x = &run->results[j];
+      const kt_variant *v = kt_registry_find(x->variant);
+      if (v && kt_tune_hist_guide_layout(v) && !strcmp(x->status, "ok") && x->m.rate > best)
+        best = x->m.rate;
+    }
     sr += best;
   }
   printf("%-26s %-33s %8.3f  %8.0f  %8.0f\n", key, t->ranked[0]->name, t->best_ms, wn ? wr / wn : 0, wn ? sr / wn : 0);

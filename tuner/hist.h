@@ -20,6 +20,11 @@ void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist,
 /* Exact CPU histogram with the library's clamping. */
 void kt_tune_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins);
 
+/* Does v split the bins over a thread-block cluster in the Programming
+ * Guide's layout, contiguous ranges per block (layout=blocked)?  The tune
+ * summary's baseline column; found by that property rather than by name. */
+int kt_tune_hist_guide_layout(const kt_variant *v);
+
 /* Run v once on n fresh samples starting `offset` ints past a 256-byte
  * aligned allocation (offset 1..3 makes the pointer misaligned for int4),
  * and compare every count with the CPU's (kt_check.worst: wrong bins). */

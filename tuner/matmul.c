@@ -12,11 +12,24 @@
 #include <cuda_runtime_api.h>
 
 #include "matmul.h"
+#include "registry.h"
 #include "tuner.h"
 
 double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double beta_c0)
 {
   return (K + 2.0) * 0x1p-24 * (fabs(alpha) * sum_abs_products + fabs(beta_c0)) + 1e-30;
+}
+
+const kt_variant *kt_tune_matmul_seed(void)
+{
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    const char *bs = kt_tune_family_param(v, "bs"), *pad = kt_tune_family_param(v, "pad");
+    if (v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "tiled") == 0 && bs && strcmp(bs, "16") == 0 && pad &&
+        strcmp(pad, "0") == 0)
+      return v;
+  }
+  return NULL;
 }
 
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
@@ -142,7 +155,8 @@ static void report_header(const char *const *values)
 static void report_row(const char *key, const kt_tune_run *runs, int nruns, const kt_tuned *t)
 {
   (void)nruns; /* one: no distributions */
-  const kt_tune_result *seed = kt_tune_result_ok(runs[0].results, runs[0].n, "matmul_bs16_pad0");
+  const kt_variant *sv = kt_tune_matmul_seed();
+  const kt_tune_result *seed = sv ? kt_tune_result_ok(runs[0].results, runs[0].n, sv->name) : NULL;
   const kt_tune_result *win = kt_tune_result_ok(runs[0].results, runs[0].n, t->ranked[0]->name);
   double rate = win ? win->m.rate : 0, srate = seed ? seed->m.rate : 0;
   printf("%-22s %-33s %8.3f  %8.0f   %8.0f           %6.2fx\n", key, t->ranked[0]->name, t->best_ms, rate, srate,

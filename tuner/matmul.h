@@ -25,6 +25,12 @@ extern "C" {
  * is error 0 rather than 0/0.  A result passes when |c - ref| / bound <= 1. */
 double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double beta_c0);
 
+/* The seed kernel, the tune summary's and the bench's baseline: the CUDA
+ * Programming Guide's shared-memory tiled kernel with BLOCK_SIZE 16 and
+ * unpadded rows (algo "tiled", bs=16, pad=0), found by those properties
+ * rather than by its name.  NULL when this build lacks it. */
+const kt_variant *kt_tune_matmul_seed(void);
+
 /* Run v once on a fresh random problem of this shape, on the current
  * device, and check it as above (kt_check.worst: the worst |err| / bound).
  * lda/ldb/ldc >= K/N/N. */
