@@ -16,6 +16,16 @@ static uint64_t fresh_seed(void)
   return (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)clock();
 }
 
+/* May v count nbins bins on this GPU?  The runtime's own rule (fits). */
+static int fits(const kt_variant *v, long long nbins)
+{
+  kt_problem p;
+  memset(&p, 0, sizeof p);
+  p.family = v->family;
+  p.nbins = nbins;
+  return kt_family_get(v->family)->fits(v, &gpu, &p);
+}
+
 Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
 {
   static const long long nbins[] = {1, 7, 256, 4099, 65536, 262144, 1048576};
@@ -27,7 +37,7 @@ Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
     if (v->family != KT_FAMILY_HIST)
       continue;
     for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
-      if (!kt_variant_serves_hist(v, &gpu, nbins[b]))
+      if (!fits(v, nbins[b]))
         continue;
       const size_t n = 200000 + kt_rng_next(&r) % 5000;
       kt_check c;
@@ -44,7 +54,7 @@ Test(hist_gpu, every_variant_handles_tiny_inputs)
   kt_rng r = {fresh_seed()};
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
-    if (v->family != KT_FAMILY_HIST || !kt_variant_serves_hist(v, &gpu, 300))
+    if (v->family != KT_FAMILY_HIST || !fits(v, 300))
       continue;
     for (size_t n = 1; n <= 9; ++n)
       for (int off = 0; off < 4; ++off) {
@@ -73,7 +83,7 @@ Test(hist_gpu, every_variant_counts_a_single_hot_bin_past_16_bits)
     CUDA_OK(cudaMemcpy(ds, s, sizeof(int) * n, cudaMemcpyHostToDevice));
     for (int i = 0; i < kt_registry_count; ++i) {
       const kt_variant *v = &kt_registry[i];
-      if (v->family != KT_FAMILY_HIST || !kt_variant_serves_hist(v, &gpu, 4))
+      if (v->family != KT_FAMILY_HIST || !fits(v, 4))
         continue;
       kt_hist_args a = {ds, n, db, 4, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin};
       CUDA_OK(cudaMemset(db, 0xab, sizeof got));
