@@ -10,10 +10,13 @@ LUA ?= lua5.4
 BUSTED ?= busted
 CC ?= gcc
 PREFIX ?= /usr/local
+DATADIR ?= $(PREFIX)/share
 # Target architecture: the present GPU's, else sm_90.
 ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | \
           sed -n 's/^\([0-9]*\)\.\([0-9]*\)$$/sm_\1\2/p'),sm_90)
-KTUNE_DB ?= $(CURDIR)/tuning-db/ktune.db
+# The user database that make tune and make bench use; empty = ktune's
+# default ($KTUNE_DB, else ~/.local/share/ktune/ktune.db).
+KTUNE_DB ?=
 CFLAGS ?= -O2 -g
 NVCCFLAGS ?= -O3 -lineinfo
 TUNE_ARGS ?=
@@ -33,12 +36,13 @@ say :=
 endif
 
 GEN_ONLY := $(if $(ONLY),--only '$(ONLY)')
+DB_ARG := $(if $(KTUNE_DB),--db '$(KTUNE_DB)')
 ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
 GENCODE := -gencode=arch=compute_$(ARCH_NUM),code=[sm_$(ARCH_NUM),compute_$(ARCH_NUM)]
 CUDA_INC := -I$(CUDA_HOME)/include
 CUDA_LIB := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 KT_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden -MMD -MP \
-             -Iruntime/include -Iruntime -Igenerated $(CUDA_INC) -DKT_DEFAULT_DB='"$(KTUNE_DB)"'
+             -Iruntime/include -Iruntime -Igenerated $(CUDA_INC) -DKT_SYSTEM_DB='"$(DATADIR)/ktune/system.db"'
 SQLITE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
 CRITERION_LIBS := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 LIBS := $(SQLITE_LIBS) $(CUDA_LIB) -lstdc++ -lpthread -lm
@@ -70,7 +74,7 @@ all: build/libktune.a build/libktune.so build/ktune build/example
 help:
 	@echo "make [all]      build generated kernels, libktune, the ktune CLI and the example"
 	@echo "make generate   expand the templates for ARCH=$(ARCH) and explain what was dropped"
-	@echo "make tune       build, then benchmark every variant on this GPU into $(KTUNE_DB)"
+	@echo "make tune       build, then benchmark every variant on this GPU into the user database"
 	@echo "make test       generator, database, dispatch and API tests; GPU tests when a GPU is present"
 	@echo "make bench      ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
 	@echo "make clean      remove build/ and generated/"
@@ -142,8 +146,7 @@ build/example: build/obj/examples/example.o build/libktune.a
 # The variants compile in parallel even from a plain `make tune`.
 tune: deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all
-	@mkdir -p $(dir $(KTUNE_DB))
-	$(Q)./build/ktune tune --db $(KTUNE_DB) $(TUNE_ARGS)
+	$(Q)./build/ktune tune $(DB_ARG) $(TUNE_ARGS)
 
 # ---- tests ---------------------------------------------------------------
 build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a
@@ -169,7 +172,7 @@ build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h
 BENCH_BINS := build/bench_matmul build/bench_hist
 # The link needs the tuner's objects: list them, so that `make build/bench_x`
 # builds them and `make -j bench` never links before they exist.
-build/bench_%: bench/bench_%.cu bench/bench_common.h build/libktune.a $(TOOL_OBJS) tuner/measure.h \
+build/bench_%: bench/bench_%.cu bench/bench_common.h build/libktune.a $(TOOL_OBJS) $(wildcard tuner/*.h) \
                runtime/kt_internal.h runtime/kt_variant.h runtime/include/ktune.h
 	$(call say,NVCC,$<)
 	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -o $@ $< \
@@ -177,8 +180,8 @@ build/bench_%: bench/bench_%.cu bench/bench_common.h build/libktune.a $(TOOL_OBJ
 
 bench: all $(TOOL_OBJS) $(BENCH_BINS)
 	$(Q)mkdir -p bench/results
-	$(Q)./build/bench_matmul --db $(KTUNE_DB) --out bench/results
-	$(Q)./build/bench_hist --db $(KTUNE_DB) --out bench/results
+	$(Q)./build/bench_matmul $(DB_ARG) --out bench/results
+	$(Q)./build/bench_hist $(DB_ARG) --out bench/results
 
 install: all
 	install -d $(PREFIX)/lib $(PREFIX)/include $(PREFIX)/bin

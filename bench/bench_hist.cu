@@ -5,7 +5,7 @@
  *   ./build/bench_hist --db tuning-db/ktune.db --out bench/results [--quick]
  *
  * n = 2^28 int32 samples (--quick: 2^24), for every bin count and input
- * distribution below.  The samples come from kt_measure_hist_samples on the
+ * distribution below.  The samples come from kt_tune_hist_samples on the
  * host (about 1 in 512 lies outside [0, nbins)) and are copied to the GPU
  * once per case.  Methods, each timed with its zeroing of the bins:
  *   ktune   kt_histogram through a context on --db: the dispatched winner
@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include "bench_common.h"
+#include "hist.h"
 
 static const long long kBins[] = {256, 4096, 65536, 262144, 1048576};
 static const char *const kDists[] = {"uniform", "skewed"};
@@ -344,8 +345,8 @@ int main(int argc, char **argv)
   for (const char *dist : kDists) {
     for (long long nbins : kBins) {
       const int nb = (int)nbins;
-      kt_measure_hist_samples(h_samples, n, nbins, dist, &rng);
-      kt_measure_hist_reference(h_samples, n, nbins, ref.data());
+      kt_tune_hist_samples(h_samples, n, nbins, dist, &rng);
+      kt_tune_hist_reference(h_samples, n, nbins, ref.data());
       unsigned long long below = 0, above = 0;
       for (unsigned long long i = 0; i < n; ++i) {
         below += h_samples[i] < 0;

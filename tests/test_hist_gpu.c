@@ -7,12 +7,23 @@
 #include <time.h>
 
 #include "gpu_test.h"
+#include "hist.h"
 
 TestSuite(hist_gpu, .init = gpu_or_skip);
 
 static uint64_t fresh_seed(void)
 {
   return (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)clock();
+}
+
+/* May v count nbins bins on this GPU?  The runtime's own rule (fits). */
+static int fits(const kt_variant *v, long long nbins)
+{
+  kt_problem p;
+  memset(&p, 0, sizeof p);
+  p.family = v->family;
+  p.nbins = nbins;
+  return kt_family_get(v->family)->fits(v, &gpu, &p);
 }
 
 Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
@@ -26,11 +37,11 @@ Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
     if (v->family != KT_FAMILY_HIST)
       continue;
     for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
-      if (!kt_hist_serves(v, &gpu, nbins[b]))
+      if (!fits(v, nbins[b]))
         continue;
       const size_t n = 200000 + kt_rng_next(&r) % 5000;
       kt_check c;
-      kt_measure_check_hist(v, &gpu, nbins[b], n, (int)(kt_rng_next(&r) % 4), dists[b % 2], kt_rng_next(&r), &c);
+      kt_tune_hist_check(v, &gpu, nbins[b], n, (int)(kt_rng_next(&r) % 4), dists[b % 2], kt_rng_next(&r), &c);
       cr_expect(c.ok, "%s, %lld bins: %s", v->name, nbins[b], c.reason);
       ++checked;
     }
@@ -43,12 +54,12 @@ Test(hist_gpu, every_variant_handles_tiny_inputs)
   kt_rng r = {fresh_seed()};
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
-    if (v->family != KT_FAMILY_HIST || !kt_hist_serves(v, &gpu, 300))
+    if (v->family != KT_FAMILY_HIST || !fits(v, 300))
       continue;
     for (size_t n = 1; n <= 9; ++n)
       for (int off = 0; off < 4; ++off) {
         kt_check c;
-        kt_measure_check_hist(v, &gpu, 300, n, off, "uniform", kt_rng_next(&r), &c);
+        kt_tune_hist_check(v, &gpu, 300, n, off, "uniform", kt_rng_next(&r), &c);
         cr_expect(c.ok, "%s, n=%zu offset %d: %s", v->name, n, off, c.reason);
       }
   }
@@ -72,7 +83,7 @@ Test(hist_gpu, every_variant_counts_a_single_hot_bin_past_16_bits)
     CUDA_OK(cudaMemcpy(ds, s, sizeof(int) * n, cudaMemcpyHostToDevice));
     for (int i = 0; i < kt_registry_count; ++i) {
       const kt_variant *v = &kt_registry[i];
-      if (v->family != KT_FAMILY_HIST || !kt_hist_serves(v, &gpu, 4))
+      if (v->family != KT_FAMILY_HIST || !fits(v, 4))
         continue;
       kt_hist_args a = {ds, n, db, 4, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin};
       CUDA_OK(cudaMemset(db, 0xab, sizeof got));
@@ -101,7 +112,7 @@ static void dispatched(kt_context *ctx, const int *s, size_t n, int off, long lo
   snprintf(variant, 96, "%s", ch.variant);
   cr_assert_eq(kt_histogram(ctx, ds + off, n, db, nbins, NULL), KT_OK);
   CUDA_OK(cudaMemcpy(got, db, sizeof(unsigned) * nbins, cudaMemcpyDeviceToHost));
-  kt_measure_hist_reference(s, n, nbins, ref);
+  kt_tune_hist_reference(s, n, nbins, ref);
   long long wrong = 0;
   for (long long b = 0; b < nbins; ++b)
     wrong += got[b] != ref[b];
@@ -120,7 +131,7 @@ Test(hist_gpu, kt_histogram_is_exact_through_dispatch_at_every_bin_count)
   int *s = malloc(sizeof(int) * n);
   for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
     char v[96];
-    kt_measure_hist_samples(s, n, nbins[b], b % 2 ? "skewed" : "uniform", &r);
+    kt_tune_hist_samples(s, n, nbins[b], b % 2 ? "skewed" : "uniform", &r);
     dispatched(ctx, s, n, (int)(b % 4), nbins[b], v);
   }
   free(s);

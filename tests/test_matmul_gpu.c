@@ -1,5 +1,5 @@
 /* tests/test_matmul_gpu.c: every matmul variant, and kt_matmul through
- * dispatch, against a double-precision reference (tuner/measure.h states the
+ * dispatch, against a double-precision reference (tuner/matmul.h states the
  * bound) on fresh random shapes that are not tile multiples. */
 #include <math.h>
 #include <pthread.h>
@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "gpu_test.h"
+#include "matmul.h"
 
 TestSuite(matmul_gpu, .init = gpu_or_skip);
 
@@ -29,9 +30,9 @@ Test(matmul_gpu, every_variant_is_correct_on_odd_shapes_with_padded_leading_dime
               k = 1 + (int)(kt_rng_next(&r) % 400);
     const long long lda = (k + a - 1) / a * a + a, ldb = (n + a - 1) / a * a + a, ldc = (n + a - 1) / a * a + 2 * a;
     kt_check c;
-    kt_measure_check_matmul(v, &gpu, m, n, k, lda, ldb, ldc, 0.5f, 2.0f, kt_rng_next(&r), &c);
+    kt_tune_matmul_check(v, &gpu, m, n, k, lda, ldb, ldc, 0.5f, 2.0f, kt_rng_next(&r), &c);
     cr_expect(c.ok, "%s: %s", v->name, c.reason);
-    kt_measure_check_matmul(v, &gpu, m, n, k, lda, ldb, ldc, -1.5f, 0.0f, kt_rng_next(&r), &c);
+    kt_tune_matmul_check(v, &gpu, m, n, k, lda, ldb, ldc, -1.5f, 0.0f, kt_rng_next(&r), &c);
     cr_expect(c.ok, "%s (beta 0, C holds NaN): %s", v->name, c.reason);
     ++checked;
   }
@@ -50,7 +51,7 @@ Test(matmul_gpu, every_variant_handles_degenerate_shapes)
       const int a = v->align, m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
       const long long lda = (k + a - 1) / a * a, ldb = (n + a - 1) / a * a, ldc = (n + a - 1) / a * a;
       kt_check c;
-      kt_measure_check_matmul(v, &gpu, m, n, k, lda, ldb, ldc, 1.0f, 0.0f, kt_rng_next(&r), &c);
+      kt_tune_matmul_check(v, &gpu, m, n, k, lda, ldb, ldc, 1.0f, 0.0f, kt_rng_next(&r), &c);
       cr_expect(c.ok, "%s at %dx%dx%d: %s", v->name, m, n, k, c.reason);
     }
   }
@@ -97,8 +98,7 @@ static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float 
       }
       const double c0 = C0[shift + i * ldc + j];
       ref = alpha * ref + beta * c0;
-      double e =
-          fabs(C[shift + i * ldc + j] - ref) / ((k + 2) * 0x1p-24 * (fabs(alpha) * mag + fabs(beta * c0)) + 1e-30);
+      double e = fabs(C[shift + i * ldc + j] - ref) / kt_tune_matmul_bound(k, alpha, mag, beta * c0);
       worst = isnan(e) || e > worst ? (isnan(e) ? INFINITY : e) : worst;
     }
   cudaFree(dA), cudaFree(dB), cudaFree(dC);

@@ -25,7 +25,7 @@ TestSuite(workers, .init = setup, .fini = teardown, .timeout = 60);
 
 #define NV 5
 
-/* A fake worker: argv is "ktune __worker matmul M N K SEED NAME...".  For
+/* A fake worker: argv is "ktune __worker FAMILY KEY DIST SEED NAME...".  For
  * each name it prints START, then acts on it: a name listed in $CRASH
  * kills the worker with SIGSEGV, in $HANG sleeps forever, in $FAILEXIT
  * reports launch_failed and exits 3 (as worker.c does after a CUDA
@@ -34,7 +34,7 @@ TestSuite(workers, .init = setup, .fini = teardown, .timeout = 60);
 static const char *SCRIPT = "#!/bin/sh\n"
                             "echo \"$*\" >> \"$LOG_DIR/starts.log\"\n"
                             "[ -n \"$SETUP_FAIL\" ] && exit 2\n"
-                            "shift 6\n"
+                            "shift 5\n"
                             "for name in \"$@\"; do\n"
                             "  echo \"START $name\"\n"
                             "  case \" $CRASH \" in *\" $name \"*) kill -SEGV $$ ;; esac\n"
@@ -73,8 +73,8 @@ static void prepare(run *r)
 static void go(run *r, double timeout_s)
 {
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
-  kt_worker_opts o = {r->exe, timeout_s, 42, count_event, r};
-  kt_run_workers(&p, "64x64x64", r->vs, NV, &o, r->out);
+  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r};
+  kt_workers_run(&p, "64x64x64", r->vs, NV, &o, r->out);
   /* No child may outlive the runner. */
   errno = 0;
   cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a worker process was left behind");
@@ -117,6 +117,26 @@ Test(workers, every_variant_gets_its_result_from_one_worker)
   }
   cr_expect_eq(workers_started(), 1);
   cr_expect_eq(r.events_done, NV);
+}
+
+/* The worker is told the family and the problem by the family's name and
+ * key, "-" for no distribution, and the variants by name. */
+Test(workers, a_worker_gets_the_family_the_problem_key_and_the_names)
+{
+  run r;
+  prepare(&r);
+  go(&r, 10);
+  char path[PATH_MAX], want[1024];
+  kt_test_path(path, sizeof path, "starts.log");
+  size_t len;
+  char *text = (char *)kt_test_slurp(path, &len);
+  int n = snprintf(want, sizeof want, "__worker matmul 64x64x64 - 42");
+  for (int i = 0; i < NV; ++i)
+    n += snprintf(want + n, sizeof want - (size_t)n, " %s", r.vs[i]->name);
+  snprintf(want + n, sizeof want - (size_t)n, "\n");
+  cr_expect(len == strlen(want) && memcmp(text, want, len) == 0, "worker arguments: %.*s, want %s", (int)len, text,
+            want);
+  free(text);
 }
 
 Test(workers, a_crash_costs_the_variant_in_flight_only)

@@ -1,7 +1,8 @@
 /* tuner/main.c: the ktune command line.
  *
  *   ktune tune [...]              benchmark every variant on this GPU (make tune)
- *   ktune list [matmul|hist]      the variants in this build, with parameters
+ *   ktune list [FAMILY]           the variants in this build, with parameters
+ *                                 (FAMILY: matmul, hist or histogram)
  *   ktune show [--db PATH]        the tuned winners for this GPU
  *   ktune explain matmul M N K    which variant a call would use, and why
  *   ktune explain hist NBINS [N]
@@ -16,11 +17,17 @@
 #include "registry.h"
 #include "tuner.h"
 
+/* The variants of one family (by name or long name), or of all. */
 static int list(const char *family)
 {
+  const kt_family_ops *only = family ? kt_family_find(family) : NULL;
+  if (family && !only) {
+    fprintf(stderr, "ktune list: unknown family '%s'\n", family);
+    return 2;
+  }
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
-    if (family && strcmp(family, kt_family_name(v->family)) != 0)
+    if (only && v->family != only->id)
       continue;
     printf("%-36s %-6s %-6s threads %4d cluster %2d smem %6d", v->name, kt_family_name(v->family), v->algo, v->threads,
            v->cluster, v->smem_static + v->smem_dynamic);
@@ -59,8 +66,13 @@ static int show(int argc, char **argv)
     return 1;
   }
   const char *path = db_arg(argc, argv);
-  if (!path)
-    path = getenv("KTUNE_DB") ? getenv("KTUNE_DB") : KT_DEFAULT_DB;
+  char user_db[1024];
+  if (!path && kt_results_user_path(user_db, sizeof user_db) == KT_OK)
+    path = user_db;
+  if (!path) {
+    fprintf(stderr, "ktune: no home folder for the user database: set KTUNE_DB or pass --db\n");
+    return 1;
+  }
   kt_db *db;
   if ((rc = kt_db_open(&db, path, KT_DB_READ, err, sizeof err)) != KT_OK) {
     fprintf(stderr, "ktune: %s: %s: %s\n", path, kt_strerror(rc), err);
@@ -129,7 +141,7 @@ int main(int argc, char **argv)
   if (!strcmp(cmd, "explain"))
     rc = explain(argc, argv);
   if (rc == 2)
-    fprintf(stderr, "usage: ktune tune [options] | list [matmul|hist] | show [--db PATH] |\n"
+    fprintf(stderr, "usage: ktune tune [options] | list [matmul|hist|histogram] | show [--db PATH] |\n"
                     "       explain matmul M N K [--db PATH] | explain hist NBINS [N] [--db PATH]\n"
                     "Run 'ktune tune --help' for the tuner's options.\n");
   return rc;

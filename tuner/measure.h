@@ -1,15 +1,9 @@
-/* tuner/measure.h: inputs, correctness checks and timing, shared by the
- * tuner's worker, the GPU tests and the benchmarks (kt_measure_ prefix).
+/* tuner/measure.h: what checking and timing a variant need whatever its
+ * family, shared by the tuner's worker, the GPU tests and the benchmarks
+ * (kt_measure_ prefix; the kt_rng_ generator is inline here).  Each
+ * family's inputs, reference and correctness criterion are in its own
+ * header: matmul.h, hist.h.
  *
- * Correctness criteria, used everywhere a variant is checked:
- *   matmul: every element within the componentwise bound
- *       |c - ref| <= (K + 2) * 2^-24 * (|alpha| * sum_k |a_ik * b_kj| + |beta * c0_ij|)
- *     where ref is computed in double on the host.  This is the classical
- *     worst-case bound for any order of fp32 summation (gamma_K), so it grows
- *     linearly with K; wrong indexing misses it by orders of magnitude.
- *     Padding beyond each row (lda > K ...) holds NaN, so a kernel that
- *     reads it fails; C's padding holds a sentinel that must survive.
- *   hist: every count exact.
  * Inputs are fresh pseudo-random numbers from a caller-given seed; never
  * all zero.
  */
@@ -29,33 +23,32 @@ typedef struct kt_rng {
   uint64_t s;
 } kt_rng;
 
-uint64_t kt_rng_next(kt_rng *r); /* splitmix64 */
-float kt_rng_float(kt_rng *r);   /* uniform in [-1, 1) */
+/* splitmix64 */
+static inline uint64_t kt_rng_next(kt_rng *r)
+{
+  uint64_t z = (r->s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
 
-/* Samples for a histogram of nbins: dist "uniform" (over the bins) or
- * "skewed" (80% in 1% of the bins); about 1 in 1024 samples lies outside
- * [0, nbins) on either side, to exercise clamping. */
-void kt_measure_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r);
-/* Exact CPU histogram with the library's clamping. */
-void kt_measure_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins);
+/* uniform in [-1, 1) */
+static inline float kt_rng_float(kt_rng *r)
+{
+  return (float)(kt_rng_next(r) >> 40) * 0x1p-23f - 1.0f;
+}
 
+/* The outcome of running a variant once and checking its output. */
 typedef struct kt_check {
   int ok;            /* 1 when correct */
   int launch_failed; /* 1 when the launch or the kernel failed (CUDA error) */
-  double worst;      /* matmul: worst |err| / bound; hist: wrong bins */
+  double worst;      /* the family's measure of the worst error (0 = exact) */
   char reason[256];  /* why not ok */
 } kt_check;
 
-/* Run v once on a fresh random problem of this shape, on the current
- * device, and check it as above.  lda/ldb/ldc >= K/N/N. */
-void kt_measure_check_matmul(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
-                             long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out);
-
-/* Run v once on n fresh samples starting `offset` ints past a 256-byte
- * aligned allocation (offset 1..3 makes the pointer misaligned for int4),
- * and compare every count with the CPU's. */
-void kt_measure_check_hist(const kt_variant *v, const kt_device_info *dev, long long nbins, size_t n, int offset,
-                           const char *dist, uint64_t seed, kt_check *out);
+/* When e is a CUDA error: out is a launch failure "where: message", the
+ * error is cleared, and 1 is returned; else 0. */
+int kt_measure_cuda_failed(kt_check *out, cudaError_t e, const char *where);
 
 /* Time launches of v with args: warm-up, then repetitions each preceded by
  * an (untimed) write of flush_bytes to flush (to evict L2), timed with CUDA
@@ -68,6 +61,17 @@ int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t f
 typedef int (*kt_measure_fn)(void *ctx);
 int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
                        double budget_ms, double *median_ms, int *reps);
+
+/* The tuner's timing of a candidate: one run to estimate, then the median
+ * of at least 5.  A variant already 3x slower than best_ms (the fastest so
+ * far on this problem; INFINITY for none) cannot win: it gets the minimum
+ * repetitions only, otherwise up to 50 within 60 ms.  Returns the CUDA
+ * error, 0 on success. */
+int kt_measure_candidate(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, double best_ms,
+                         double *median_ms, int *reps);
+
+/* Bytes to write between timed runs to evict the L2 of dev: twice its size. */
+size_t kt_measure_flush_bytes(const kt_device_info *dev);
 
 double kt_measure_median(double *x, int n); /* sorts x */
 

@@ -1,21 +1,18 @@
-/* tuner/tune.c: `ktune tune`, the autotuner's driver.
+/* tuner/tune.c: `ktune tune`, the autotuner's driver (kt_tune_).
  *
- * For every family, problem and variant: a worker process (worker.c) checks
- * the variant on fresh random inputs, then times it; this process records
- * every result in the database, ranks each problem's variants (winner
- * first) and prints a table per family.  A worker that faults or hangs past
- * the deadline costs one variant, recorded with its reason; the tune goes
- * on in a fresh worker.
+ * For every family (kt_tune_families), problem and variant: a worker
+ * process (worker.c) checks the variant on fresh random inputs, then times
+ * it; this process records every result in the database, ranks each
+ * problem's variants (winner first) once all its distributions are in, and
+ * has each family print its table.  A worker that faults or hangs past the
+ * deadline costs one variant, recorded with its reason; the tune goes on in
+ * a fresh worker.
  */
-#include <errno.h>
-#include <math.h>
-#include <poll.h>
-#include <signal.h>
+#include <fnmatch.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -23,24 +20,7 @@
 #include "registry.h"
 #include "tuner.h"
 
-typedef struct tune_opts {
-  const char *db;
-  int do_matmul, do_hist;
-  char matmul[1024];
-  char hist[512];
-  long long hist_n;
-  char dists[64];
-  const char *only; /* comma-separated variant names, or NULL */
-  double timeout_s;
-  unsigned long long seed;
-} tune_opts;
-
-/* The default tuning sets: shapes from 512 to 8192 (squares, flat, tall,
- * thin-K and long-K), and bin counts from 256 to 1M at n = 2^28. */
-static const char *DEFAULT_MATMUL = "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,"
-                                    "4096x4096x256,128x8192x8192,8192x128x8192,16384x16384x64,1000x1000x1000,"
-                                    "4000x4000x4000,64x64x65536";
-static const char *DEFAULT_HIST = "256,4096,65536,262144,1048576";
+#define MAX_PROBLEMS 256 /* per family */
 
 static int total_jobs, done_jobs;
 static int tty;
@@ -68,13 +48,6 @@ static void on_event(void *user, const char *key, const char *variant, int finis
     progress(key, variant);
 }
 
-static void run_workers_for(const kt_problem *p, const char *key, const kt_variant **vs, int n, const tune_opts *o,
-                            kt_tune_result *out)
-{
-  kt_worker_opts w = {NULL, o->timeout_s, o->seed, on_event, NULL};
-  kt_run_workers(p, key, vs, n, &w, out);
-}
-
 static double now_s(void)
 {
   struct timespec t;
@@ -82,132 +55,169 @@ static double now_s(void)
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-static int parse_list(const char *s, long long *out, int max, int per, char sep)
+int kt_tune_selected(const char *globs, const char *name)
 {
-  int n = 0;
-  const char *p = s;
-  while (*p && n < max) {
-    for (int j = 0; j < per; ++j) {
-      char *end;
-      out[n * per + j] = strtoll(p, &end, 10);
-      if (end == p || out[n * per + j] <= 0)
-        return -1;
-      p = end;
-      if (j + 1 < per) {
-        if (*p != sep)
-          return -1;
-        ++p;
-      }
-    }
-    ++n;
-    if (*p == ',')
-      ++p;
-    else if (*p)
-      return -1;
-  }
-  return n;
-}
-
-static int selected(const tune_opts *o, const char *name)
-{
-  if (!o->only)
+  if (!globs)
     return 1;
-  size_t len = strlen(name);
-  for (const char *p = o->only; (p = strstr(p, name)) != NULL; p += len)
-    if ((p == o->only || p[-1] == ',') && (p[len] == ',' || p[len] == 0))
+  char pattern[256];
+  int more;
+  while ((more = kt_tune_family_item(&globs, pattern, sizeof pattern)) != 0)
+    if (more > 0 && fnmatch(pattern, name, 0) == 0) /* a longer pattern (more < 0) matches nothing */
       return 1;
   return 0;
 }
 
 static void usage(void)
 {
-  fprintf(stderr, "usage: ktune tune [--db PATH] [--family matmul|hist|all] [--matmul MxNxK,...] [--hist NBINS,...]\n"
-                  "                  [--hist-n N] [--dists uniform,skewed] [--variants NAME,...] [--timeout SECONDS]\n"
-                  "                  [--seed N]\n");
+  char line[1024] = "usage: ktune tune [--db PATH] [--family ";
+  for (int f = 0; f < kt_tune_family_count; ++f) {
+    const kt_family_ops *ops = kt_family_get(kt_tune_families[f]->id);
+    snprintf(line + strlen(line), sizeof line - strlen(line), "%s|", ops->name);
+    if (strcmp(ops->long_name, ops->name))
+      snprintf(line + strlen(line), sizeof line - strlen(line), "%s|", ops->long_name);
+  }
+  snprintf(line + strlen(line), sizeof line - strlen(line), "all]");
+  fputs(line, stderr);
+  int col = (int)strlen(line);
+  /* The families' options, then the common ones, wrapped under the first. */
+  char item[160];
+  for (int f = 0; f <= kt_tune_family_count; ++f) {
+    static const kt_tune_option common[] = {
+        {"--variants", "GLOB,...", NULL}, {"--timeout", "SECONDS", NULL}, {"--seed", "N", NULL}, {NULL, NULL, NULL}};
+    const kt_tune_option *opt = f < kt_tune_family_count ? kt_tune_families[f]->options : common;
+    for (; opt->name; ++opt) {
+      const int n = snprintf(item, sizeof item, " [%s %s]", opt->name, opt->arg);
+      if (col + n > 100) {
+        fprintf(stderr, "\n%17s", "");
+        col = 17;
+      }
+      fputs(item, stderr);
+      col += n;
+    }
+  }
+  fprintf(stderr, "\n  --variants: comma-separated shell patterns (fnmatch), each matching whole variant names\n"
+                  "  (ktune list shows them)\n");
 }
 
-static const kt_tune_result *find_result(const kt_tune_result *rs, int n, const char *variant)
+/* mkdir -p of the folders above path (the user database's, on first use). */
+static void make_parent_dirs(const char *path)
 {
-  for (int i = 0; i < n; ++i)
-    if (strcmp(rs[i].variant, variant) == 0 && strcmp(rs[i].status, "ok") == 0)
-      return &rs[i];
-  return NULL;
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s", path);
+  for (char *p = dir + 1; *p; ++p)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(dir, 0755);
+      *p = '/';
+    }
 }
 
-int kt_tune_main(int argc, char **argv)
+int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o)
 {
-  tune_opts o = {0};
-  o.db = getenv("KTUNE_DB") ? getenv("KTUNE_DB") : KT_DEFAULT_DB;
-  o.do_matmul = o.do_hist = 1;
-  snprintf(o.matmul, sizeof o.matmul, "%s", DEFAULT_MATMUL);
-  snprintf(o.hist, sizeof o.hist, "%s", DEFAULT_HIST);
-  snprintf(o.dists, sizeof o.dists, "uniform,skewed");
-  o.hist_n = 1ll << 28;
-  o.timeout_s = 120;
-  o.seed = (unsigned long long)time(NULL);
+  memset(o, 0, sizeof *o);
+  o->db = NULL; /* the user database (kt_results_user_path) */
+  for (int f = 0; f < kt_tune_family_count; ++f) {
+    o->on[f] = 1;
+    for (int k = 0; kt_tune_families[f]->options[k].name; ++k)
+      o->values[f][k] = kt_tune_families[f]->options[k].fallback;
+  }
+  o->timeout_s = 120;
+  o->seed = (unsigned long long)time(NULL);
   for (int i = 2; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!v) {
       usage();
       return 2;
     }
+    int known = 1;
     if (!strcmp(a, "--db"))
-      o.db = v;
+      o->db = v;
     else if (!strcmp(a, "--family")) {
-      o.do_matmul = !strcmp(v, "matmul") || !strcmp(v, "all");
-      o.do_hist = !strcmp(v, "hist") || !strcmp(v, "all");
-      if (!o.do_matmul && !o.do_hist) {
+      const kt_tune_family *only = strcmp(v, "all") ? kt_tune_family_find(v) : NULL;
+      if (strcmp(v, "all") && !only) {
+        fprintf(stderr, "ktune tune: unknown family '%s'\n", v);
         usage();
         return 2;
       }
-    } else if (!strcmp(a, "--matmul"))
-      snprintf(o.matmul, sizeof o.matmul, "%s", v);
-    else if (!strcmp(a, "--hist"))
-      snprintf(o.hist, sizeof o.hist, "%s", v);
-    else if (!strcmp(a, "--hist-n"))
-      o.hist_n = atoll(v);
-    else if (!strcmp(a, "--dists"))
-      snprintf(o.dists, sizeof o.dists, "%s", v);
-    else if (!strcmp(a, "--variants"))
-      o.only = v;
+      for (int f = 0; f < kt_tune_family_count; ++f)
+        o->on[f] = !only || kt_tune_families[f] == only;
+    } else if (!strcmp(a, "--variants"))
+      o->variants = v;
     else if (!strcmp(a, "--timeout"))
-      o.timeout_s = atof(v);
+      o->timeout_s = atof(v);
     else if (!strcmp(a, "--seed"))
-      o.seed = strtoull(v, NULL, 10);
+      o->seed = strtoull(v, NULL, 10);
     else {
+      known = 0;
+      for (int f = 0; f < kt_tune_family_count && !known; ++f)
+        for (int k = 0; kt_tune_families[f]->options[k].name && !known; ++k)
+          if (!strcmp(a, kt_tune_families[f]->options[k].name)) {
+            o->values[f][k] = v;
+            known = 1;
+          }
+    }
+    if (!known) {
       usage();
       return 2;
     }
     ++i;
   }
-  long long shapes[3 * 64], bins[64];
-  int nshapes = parse_list(o.matmul, shapes, 64, 3, 'x'), nbins = parse_list(o.hist, bins, 64, 1, 0);
-  if (nshapes < 0 || nbins < 0 || o.hist_n <= 0 || o.hist_n > 0xffffffffll || o.timeout_s <= 0) {
-    fprintf(stderr, "ktune tune: bad problem list, --hist-n or --timeout\n");
+  if (!(o->timeout_s > 0)) {
+    fprintf(stderr, "ktune tune: bad --timeout\n");
     return 2;
   }
-  for (int i = 0; i < nbins; ++i)
-    if (bins[i] > 0x7fffffff) {
-      fprintf(stderr, "ktune tune: nbins %lld is too large\n", bins[i]);
+  return 0;
+}
+
+/* Do p and q differ only in their distribution? */
+static int same_problem(const kt_problem *p, const kt_problem *q)
+{
+  if (p->family != q->family)
+    return 0;
+  const kt_family_ops *ops = kt_family_get(p->family);
+  for (int d = 0; d < ops->ndims; ++d)
+    if (p->dim[d] != q->dim[d])
+      return 0;
+  return 1;
+}
+
+int kt_tune_main(int argc, char **argv)
+{
+  kt_tune_opts o;
+  int rc = kt_tune_parse_args(argc, argv, &o);
+  if (rc != 0)
+    return rc;
+  const int nf = kt_tune_family_count;
+  /* Every family's problems, even of the families not tuned now: a bad list
+   * is an error either way. */
+  static kt_problem probs[KT_TUNE_MAX_FAMILIES][MAX_PROBLEMS];
+  int np[KT_TUNE_MAX_FAMILIES];
+  for (int f = 0; f < nf; ++f) {
+    char err[256] = "";
+    np[f] = kt_tune_families[f]->problems(o.values[f], probs[f], MAX_PROBLEMS, err, sizeof err);
+    if (np[f] < 0) {
+      fprintf(stderr, "ktune tune: %s\n", err);
       return 2;
     }
-  char dists[4][16], dist_list[64];
-  int ndists = 0;
-  snprintf(dist_list, sizeof dist_list, "%s", o.dists); /* strtok_r cuts its input */
-  for (char *save = NULL, *d = strtok_r(dist_list, ",", &save); d && ndists < 4; d = strtok_r(NULL, ",", &save)) {
-    if (strcmp(d, "uniform") && strcmp(d, "skewed")) {
-      fprintf(stderr, "ktune tune: unknown distribution '%s' (uniform, skewed)\n", d);
-      return 2;
-    }
-    snprintf(dists[ndists++], sizeof dists[0], "%.15s", d);
+    if (!o.on[f])
+      np[f] = 0;
   }
 
   kt_device_info dev;
   char err[512];
-  int rc = kt_device_query(-1, &dev, err, sizeof err);
+  rc = kt_device_query(-1, &dev, err, sizeof err);
   if (rc != KT_OK) {
     fprintf(stderr, "ktune tune: %s (%s)\n", kt_strerror(rc), err);
     return 1;
+  }
+  char user_db[1024];
+  if (!o.db) {
+    if (kt_results_user_path(user_db, sizeof user_db) != KT_OK) {
+      fprintf(stderr, "ktune tune: no home folder for the user database: set KTUNE_DB or pass --db\n");
+      return 2;
+    }
+    o.db = user_db;
+    make_parent_dirs(user_db);
   }
   kt_db *db;
   if ((rc = kt_db_open(&db, o.db, KT_DB_WRITE, err, sizeof err)) != KT_OK) {
@@ -218,144 +228,100 @@ int kt_tune_main(int argc, char **argv)
   fprintf(stderr, "ktune tune: %s (driver %d, runtime %d), generator %s, target %s, database %s\n", dev.fingerprint,
           dev.driver_version, dev.runtime_version, kt_registry_generator_version, kt_registry_target, o.db);
 
-  /* Problems, and the variants of each family. */
-  kt_problem probs[128];
-  int np = 0;
-  if (o.do_matmul)
-    for (int i = 0; i < nshapes && np < 128; ++i) {
-      kt_problem p = {.family = KT_FAMILY_MATMUL, .m = shapes[3 * i], .n = shapes[3 * i + 1], .k = shapes[3 * i + 2]};
-      probs[np++] = p;
-    }
-  if (o.do_hist)
-    for (int i = 0; i < nbins; ++i)
-      for (int d = 0; d < ndists && np < 128; ++d) {
-        kt_problem p = {.family = KT_FAMILY_HIST, .nbins = bins[i], .nsamples = o.hist_n};
-        snprintf(p.dist, sizeof p.dist, "%.15s", dists[d]);
-        probs[np++] = p;
-      }
-  const kt_variant **fam[2];
-  int nfam[2] = {0, 0};
-  for (int f = 0; f < 2; ++f) {
-    fam[f] = calloc((size_t)kt_registry_count, sizeof *fam[f]);
+  /* The variants of each family. */
+  const kt_variant **vs[KT_TUNE_MAX_FAMILIES];
+  int nv[KT_TUNE_MAX_FAMILIES];
+  for (int f = 0; f < nf; ++f) {
+    vs[f] = calloc((size_t)kt_registry_count + 1, sizeof *vs[f]);
+    nv[f] = 0;
     for (int i = 0; i < kt_registry_count; ++i)
-      if ((int)kt_registry[i].family == f && selected(&o, kt_registry[i].name))
-        fam[f][nfam[f]++] = &kt_registry[i];
+      if (kt_registry[i].family == kt_tune_families[f]->id && kt_tune_selected(o.variants, kt_registry[i].name))
+        vs[f][nv[f]++] = &kt_registry[i];
+    total_jobs += np[f] * nv[f];
   }
-  for (int i = 0; i < np; ++i)
-    total_jobs += nfam[probs[i].family];
 
   double t0 = now_s();
-  kt_tune_result **all = calloc((size_t)np, sizeof *all);
+  kt_tune_run *runs[KT_TUNE_MAX_FAMILIES];
   int failed_db = 0;
-  for (int i = 0; i < np; ++i) {
-    const kt_problem *p = &probs[i];
-    const int f = p->family;
-    char key[96];
-    kt_problem_key(p, 1, key, sizeof key);
-    all[i] = calloc((size_t)nfam[f] + 1, sizeof(kt_tune_result));
-    run_workers_for(p, key, fam[f], nfam[f], &o, all[i]);
-    kt_measurement *ms = calloc((size_t)nfam[f] + 1, sizeof *ms);
-    for (int j = 0; j < nfam[f]; ++j) {
-      kt_tune_link_result(&all[i][j]);
-      ms[j] = all[i][j].m;
-    }
-    if ((rc = kt_db_record(db, &dev, kt_registry_generator_version, ms, nfam[f], err, sizeof err)) != KT_OK) {
-      fprintf(stderr, "\nktune tune: recording %s: %s: %s\n", key, kt_strerror(rc), err);
-      failed_db = 1;
-    }
-    free(ms);
-    /* Rank once all of a problem's distributions are in. */
-    int last_of_problem = i + 1 == np || probs[i + 1].family != p->family || (p->family == KT_FAMILY_MATMUL) ||
-                          probs[i + 1].nbins != p->nbins;
-    if (last_of_problem && !failed_db) {
-      kt_problem q = *p;
-      q.dist[0] = 0;
-      int nr = kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &q, err, sizeof err);
-      if (nr < 0) {
-        fprintf(stderr, "\nktune tune: ranking %s: %s: %s\n", key, kt_strerror(-nr), err);
+  for (int f = 0; f < nf; ++f) {
+    runs[f] = calloc((size_t)np[f] + 1, sizeof *runs[f]);
+    for (int i = 0; i < np[f]; ++i) {
+      const kt_problem *p = &probs[f][i];
+      char key[96];
+      kt_problem_key(p, 1, key, sizeof key);
+      kt_tune_result *rs = calloc((size_t)nv[f] + 1, sizeof *rs);
+      kt_workers_opts w = {NULL, o.timeout_s, o.seed, on_event, NULL};
+      kt_workers_run(p, key, vs[f], nv[f], &w, rs);
+      runs[f][i] = (kt_tune_run){*p, rs, nv[f]};
+      kt_measurement *ms = calloc((size_t)nv[f] + 1, sizeof *ms);
+      for (int j = 0; j < nv[f]; ++j) {
+        kt_tune_result_link(&rs[j]);
+        ms[j] = rs[j].m;
+      }
+      if ((rc = kt_db_record(db, &dev, kt_registry_generator_version, ms, nv[f], err, sizeof err)) != KT_OK) {
+        fprintf(stderr, "\nktune tune: recording %s: %s: %s\n", key, kt_strerror(rc), err);
         failed_db = 1;
+      }
+      free(ms);
+      /* Rank once all of a problem's distributions are in. */
+      if ((i + 1 == np[f] || !same_problem(&probs[f][i + 1], p)) && !failed_db) {
+        kt_problem q = *p;
+        q.dist[0] = 0;
+        int nr = kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &q, err, sizeof err);
+        if (nr < 0) {
+          fprintf(stderr, "\nktune tune: ranking %s: %s: %s\n", key, kt_strerror(-nr), err);
+          failed_db = 1;
+        }
       }
     }
   }
   if (tty)
     fprintf(stderr, "\r%-110s\r", "");
   double elapsed = now_s() - t0;
+  /* Rankings use the newest measurement of each; keep a little history. */
+  if (!failed_db && (rc = kt_db_prune(db, KT_TUNE_HISTORY, err, sizeof err)) != KT_OK)
+    fprintf(stderr, "ktune tune: pruning old measurements: %s: %s\n", kt_strerror(rc), err);
 
-  /* Tables: winners as ranked in the database, beside the seed kernels. */
+  /* Tables: winners as ranked in the database, each family's row beside
+   * its seed kernels. */
   kt_tuned *tuned = NULL;
   int nt = 0;
   kt_db_load(db, dev.fingerprint, kt_registry_generator_version, &tuned, &nt, err, sizeof err);
   int counts[5] = {0};
   const char *names[5] = {"ok", "wrong", "launch_failed", "timed_out", "skipped"};
-  for (int i = 0; i < np; ++i)
-    for (int j = 0; j < nfam[probs[i].family]; ++j)
-      for (int s = 0; s < 5; ++s)
-        counts[s] += strcmp(all[i][j].status, names[s]) == 0;
+  for (int f = 0; f < nf; ++f)
+    for (int i = 0; i < np[f]; ++i)
+      for (int j = 0; j < runs[f][i].n; ++j)
+        for (int s = 0; s < 5; ++s)
+          counts[s] += strcmp(runs[f][i].results[j].status, names[s]) == 0;
   printf("\nktune tune on %s: %d measurements in %.0f s (ok %d, wrong %d, launch failed %d, timed out %d, "
          "skipped %d)\n",
          dev.name, done_jobs, elapsed, counts[0], counts[1], counts[2], counts[3], counts[4]);
-  for (int f = 0; f < 2; ++f) {
-    int header = 0;
-    for (int i = 0; i < np; ++i) {
-      const kt_problem *p = &probs[i];
-      if ((int)p->family != f)
-        continue;
-      if (f == KT_FAMILY_HIST && i > 0 && probs[i - 1].family == p->family && probs[i - 1].nbins == p->nbins)
-        continue;
-      kt_problem q = *p;
-      q.dist[0] = 0;
+  for (int f = 0; f < nf; ++f) {
+    if (np[f] > 0)
+      kt_tune_families[f]->report_header(o.values[f]);
+    for (int i = 0, end; i < np[f]; i = end) {
+      for (end = i + 1; end < np[f] && same_problem(&probs[f][end], &probs[f][i]); ++end)
+        ;
       char key[96];
-      kt_problem_key(&q, 0, key, sizeof key);
+      kt_problem_key(&probs[f][i], 0, key, sizeof key);
       const kt_tuned *t = NULL;
       for (int k = 0; k < nt; ++k)
-        if (tuned[k].problem.family == p->family && strcmp(tuned[k].key, key) == 0)
+        if (tuned[k].problem.family == probs[f][i].family && strcmp(tuned[k].key, key) == 0)
           t = &tuned[k];
-      if (!header) {
-        if (f == KT_FAMILY_MATMUL)
-          printf("\nmatmul                 winner                            time ms   GFLOP/s   seed bs16 GFLOP/s  "
-                 "speed-up\n");
-        else
-          printf("\nhistogram (geomean over %s)\n%-26s winner                            time ms   GB/s      "
-                 "Guide-layout dsm GB/s (best)\n",
-                 o.dists, "problem");
-        header = 1;
-      }
-      if (!t || t->count == 0) {
+      if (!t || t->count == 0)
         printf("%-22s (no variant passed)\n", key);
-        continue;
-      }
-      if (f == KT_FAMILY_MATMUL) {
-        const kt_tune_result *seed = find_result(all[i], nfam[f], "matmul_bs16_pad0");
-        const kt_tune_result *win = find_result(all[i], nfam[f], t->ranked[0]->name);
-        double rate = win ? win->m.rate : 0, srate = seed ? seed->m.rate : 0;
-        printf("%-22s %-33s %8.3f  %8.0f   %8.0f           %6.2fx\n", key, t->ranked[0]->name, t->best_ms, rate, srate,
-               srate > 0 ? rate / srate : 0);
-      } else {
-        /* GB/s of the winner and of the best Guide-layout (blocked) cluster
-         * kernel, averaged over the distributions. */
-        double wr = 0, sr = 0;
-        int wn = 0;
-        for (int d = i; d < np && probs[d].family == p->family && probs[d].nbins == p->nbins; ++d) {
-          const kt_tune_result *w = find_result(all[d], nfam[f], t->ranked[0]->name);
-          if (w)
-            wr += w->m.rate, ++wn;
-          double best = 0;
-          for (int j = 0; j < nfam[f]; ++j)
-            if (strstr(all[d][j].variant, "_blocked_") && !strcmp(all[d][j].status, "ok") && all[d][j].m.rate > best)
-              best = all[d][j].m.rate;
-          sr += best;
-        }
-        printf("%-26s %-33s %8.3f  %8.0f  %8.0f\n", key, t->ranked[0]->name, t->best_ms, wn ? wr / wn : 0,
-               wn ? sr / wn : 0);
-      }
+      else
+        kt_tune_families[f]->report_row(key, &runs[f][i], end - i, t);
     }
   }
   free(tuned);
-  for (int i = 0; i < np; ++i)
-    free(all[i]);
-  free(all);
-  free(fam[0]);
-  free(fam[1]);
+  for (int f = 0; f < nf; ++f) {
+    for (int i = 0; i < np[f]; ++i)
+      free((void *)runs[f][i].results);
+    free(runs[f]);
+    free(vs[f]);
+  }
   kt_db_close(db);
   return failed_db ? 1 : 0;
 }

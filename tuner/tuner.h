@@ -1,24 +1,157 @@
-/* tuner/tuner.h: the ktune CLI's commands and its worker runner. */
+/* tuner/tuner.h: the ktune CLI's commands, the tuner's families, its results
+ * and its worker runner.
+ *
+ * Modules, one prefix each: tune.c (kt_tune_: `ktune tune`), worker.c
+ * (kt_worker_: `ktune __worker`), workers.c (kt_workers_: running workers),
+ * result.c (kt_tune_result_), family.c (kt_tune_family_: the table), and one
+ * file per family: matmul.c (kt_tune_matmul_), hist.c (kt_tune_hist_).
+ * measure.h has what checking and timing need whatever the family.
+ */
 #ifndef KT_TUNER_H
 #define KT_TUNER_H
 
+#include <stdint.h>
+#include <string.h>
+
 #include "kt_internal.h"
 
-int kt_tune_main(int argc, char **argv);   /* ktune tune ... */
-int kt_worker_main(int argc, char **argv); /* ktune __worker ... */
+/* ---- result.c ----------------------------------------------------------- */
 
 /* One variant's outcome on one problem; m's strings point into the struct
- * once kt_tune_link_result has run (after any copy). */
+ * once kt_tune_result_link has run (after any copy). */
 typedef struct kt_tune_result {
   kt_measurement m;
   char variant[96], hash[24], status[16], reason[256];
 } kt_tune_result;
 
-void kt_tune_set_result(kt_tune_result *r, const kt_problem *p, const kt_variant *v, const char *status,
+/* A fresh result of v on p with this status and reason; numbers zero. */
+void kt_tune_result_set(kt_tune_result *r, const kt_problem *p, const kt_variant *v, const char *status,
                         const char *reason);
-void kt_tune_link_result(kt_tune_result *r);
+/* Point r->m's strings at r's own buffers. */
+void kt_tune_result_link(kt_tune_result *r);
+/* The result of variant in rs[0..n) if it is ok, else NULL. */
+const kt_tune_result *kt_tune_result_ok(const kt_tune_result *rs, int n, const char *variant);
 
-typedef struct kt_worker_opts {
+/* ---- family.c: the tuner's families ------------------------------------- */
+
+#define KT_TUNE_MAX_OPTIONS 4  /* options of `ktune tune` per family */
+#define KT_TUNE_MAX_FAMILIES 8 /* entries of kt_tune_families */
+#define KT_TUNE_HISTORY 3      /* measurements kept per key when a tune ends (kt_db_prune) */
+
+/* An option of `ktune tune` that belongs to a family, e.g. --hist-n N. */
+typedef struct kt_tune_option {
+  const char *name;     /* "--hist-n" */
+  const char *arg;      /* "N": what the usage line shows */
+  const char *fallback; /* the value when the option is not given */
+} kt_tune_option;
+
+/* One problem (with its distribution) measured: a result per variant. */
+typedef struct kt_tune_run {
+  kt_problem problem;
+  const kt_tune_result *results;
+  int n;
+} kt_tune_run;
+
+/* What the tuner's shared modules (tune.c, worker.c, workers.c) know about
+ * a family: they loop over kt_tune_families[] and call these, and never ask
+ * which family they hold.  Each family's file defines its entry. */
+typedef struct kt_tune_family {
+  kt_family id; /* the runtime's family: kt_family_get(id) gives its key, parse and fits */
+
+  /* ---- `ktune tune` ---- */
+  /* Its options, up to a NULL name; the first is its problem list. */
+  kt_tune_option options[KT_TUNE_MAX_OPTIONS + 1];
+  /* The problems to tune, from the options' values (values[i] for
+   * options[i]); the distributions of one problem come one after another.
+   * Returns how many (at most max), or -1 with a message in err. */
+  int (*problems)(const char *const *values, kt_problem *out, int max, char *err, size_t errlen);
+  /* The summary table: its header, then a row per problem from the
+   * problem's runs (one per distribution, in the order problems() gave
+   * them) and its ranking t (t->count > 0); key is the problem's key. */
+  void (*report_header)(const char *const *values);
+  void (*report_row)(const char *key, const kt_tune_run *runs, int nruns, const kt_tuned *t);
+
+  /* ---- `ktune __worker` ---- */
+  /* Make problem p's inputs on dev from seed; NULL, with a message in err,
+   * when they cannot be made. */
+  void *(*setup)(const kt_device_info *dev, const kt_problem *p, uint64_t seed, char *err, size_t errlen);
+  /* Why v cannot serve p on dev (its fits() said no), for the result. */
+  void (*unfit)(const kt_variant *v, const kt_device_info *dev, const kt_problem *p, char *buf, size_t len);
+  /* Check v on fresh inputs drawn from seed, then time it on the problem
+   * (best_ms: the fastest so far, INFINITY for none) and fill r.  A CUDA
+   * error leaves the status launch_failed, and the worker then ends. */
+  void (*measure)(void *inputs, const kt_variant *v, uint64_t seed, double best_ms, kt_tune_result *r);
+  void (*teardown)(void *inputs);
+} kt_tune_family;
+
+extern const kt_tune_family kt_tune_matmul; /* matmul.c */
+extern const kt_tune_family kt_tune_hist;   /* hist.c */
+
+extern const kt_tune_family *const kt_tune_families[];
+extern const int kt_tune_family_count;
+/* The tuner's entry for a runtime family; NULL when it has none. */
+const kt_tune_family *kt_tune_family_get(kt_family id);
+/* By name or long name, as kt_family_find takes them; NULL when none matches. */
+const kt_tune_family *kt_tune_family_find(const char *name);
+
+/* The next item of a comma-separated list into buf: 1, or 0 at the end of
+ * the list (an empty list has no items), or -1 when the item does not fit
+ * buf.  *list moves past the item and its comma. */
+static inline int kt_tune_family_item(const char **list, char *buf, size_t len)
+{
+  if (!*list)
+    return 0;
+  const char *end = strchr(*list, ',');
+  const size_t n = end ? (size_t)(end - *list) : strlen(*list);
+  if (!end && n == 0)
+    return 0;
+  if (n >= len)
+    return -1;
+  memcpy(buf, *list, n);
+  buf[n] = 0;
+  *list = end ? end + 1 : NULL;
+  return 1;
+}
+
+/* The value of v's parameter key, or NULL when v has none: how a family's
+ * file finds variants by property rather than by name. */
+static inline const char *kt_tune_family_param(const kt_variant *v, const char *key)
+{
+  for (int i = 0; i < v->nparams; ++i)
+    if (strcmp(v->params[i].key, key) == 0)
+      return v->params[i].value;
+  return NULL;
+}
+
+/* ---- tune.c ------------------------------------------------------------- */
+
+int kt_tune_main(int argc, char **argv); /* ktune tune ... */
+
+typedef struct kt_tune_opts {
+  const char *db;
+  int on[KT_TUNE_MAX_FAMILIES]; /* tune kt_tune_families[f]? */
+  const char *values[KT_TUNE_MAX_FAMILIES][KT_TUNE_MAX_OPTIONS];
+  const char *variants; /* comma-separated globs, or NULL for all */
+  double timeout_s;
+  unsigned long long seed;
+} kt_tune_opts;
+
+/* Read `ktune tune`'s arguments (argv[2]...) into o: 0, or 2 after a
+ * message on stderr. */
+int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o);
+
+/* Is the variant named name selected by globs, comma-separated shell
+ * patterns (fnmatch(3)) that each match whole names?  An exact name is a
+ * pattern too.  NULL selects all. */
+int kt_tune_selected(const char *globs, const char *name);
+
+/* ---- worker.c ----------------------------------------------------------- */
+
+int kt_worker_main(int argc, char **argv); /* ktune __worker ... */
+
+/* ---- workers.c --------------------------------------------------------- */
+
+typedef struct kt_workers_opts {
   const char *exe;         /* worker program; NULL = this program (/proc/self/exe) */
   double timeout_s;        /* per variant, from its START line */
   unsigned long long seed; /* inputs' seed, passed to the worker */
@@ -26,12 +159,12 @@ typedef struct kt_worker_opts {
    * recorded result (variant NULL, finished 1).  May be NULL. */
   void (*event)(void *user, const char *key, const char *variant, int finished);
   void *user;
-} kt_worker_opts;
+} kt_workers_opts;
 
 /* Measure vs[0..n) on problem p (key names it in events) in worker
  * processes; out[i] gets vs[i]'s result, always, whatever the workers do.
  * Leaves no child process behind. */
-void kt_run_workers(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_worker_opts *o,
+void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
                     kt_tune_result *out);
 
 #endif

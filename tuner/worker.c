@@ -1,23 +1,23 @@
-/* tuner/worker.c: measure variants in a process of their own.
+/* tuner/worker.c: measure variants in a process of their own (kt_worker_).
  *
- *   ktune __worker matmul M N K SEED NAME...
- *   ktune __worker hist NBINS N DIST SEED NAME...
+ *   ktune __worker FAMILY KEY DIST SEED NAME...
  *
- * A kernel that faults poisons the CUDA context of its whole process, so
- * the tuner measures in a worker and reads its results line by line:
+ * KEY is the problem as its family's key() writes it ("4096x4096x4096",
+ * "nbins=65536 n=268435456"), read back with its parse(); DIST is the
+ * input distribution, "-" for none.  A kernel that faults poisons the CUDA
+ * context of its whole process, so the tuner measures in a worker and reads
+ * its results line by line:
  *   START name
  *   RESULT name status time_ms rate max_err reps reason...
- * After any CUDA error the worker stops (exit 3); the tuner records the
- * variant in flight and goes on in a fresh worker.
+ * After any CUDA error (a launch_failed result) the worker stops (exit 3);
+ * the tuner records the variant in flight and goes on in a fresh worker.
+ * Exit 2: the worker could not start (arguments, device, inputs).
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cuda_runtime_api.h>
-
-#include "measure.h"
 #include "tuner.h"
 
 static void result(const char *name, const char *status, double ms, double rate, double err, int reps,
@@ -32,6 +32,11 @@ static void result(const char *name, const char *status, double ms, double rate,
   fflush(stdout);
 }
 
+static void report(const kt_tune_result *r)
+{
+  result(r->variant, r->status, r->m.time_ms, r->m.rate, r->m.max_err, r->m.reps, r->reason);
+}
+
 static uint64_t name_seed(uint64_t seed, const char *name)
 {
   uint64_t h = 1469598103934665603ull ^ seed;
@@ -40,223 +45,55 @@ static uint64_t name_seed(uint64_t seed, const char *name)
   return h;
 }
 
-/* A sticky CUDA error ends the worker; anything else is per variant. */
-static int fatal_after(const kt_check *c)
-{
-  return c->launch_failed;
-}
-
-/* Bytes written between timed runs to evict L2: twice its size. */
-static size_t flush_size(const kt_device_info *dev)
-{
-  int l2 = 0;
-  cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev->ordinal);
-  return (size_t)(l2 > 0 ? l2 : 64 << 20) * 2;
-}
-
-/* Time v: one run to estimate, then the median of at least 5.  A variant
- * already 3x slower than best_ms cannot win: it gets the minimum
- * repetitions only, otherwise up to 50 within 60 ms.  Returns the CUDA
- * error, 0 on success. */
-static int time_variant(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, double best_ms,
-                        double *ms, int *reps)
-{
-  double est = 0;
-  int e = kt_measure_time(v, args, flush, flush_bytes, 1, 1, 0, &est, reps);
-  if (e)
-    return e;
-  const double budget = best_ms < INFINITY && est > 3 * best_ms ? 0 : 60;
-  return kt_measure_time(v, args, flush, flush_bytes, 5, 50, budget, ms, reps);
-}
-
-static int work_matmul(const kt_device_info *dev, int M, int N, int K, uint64_t seed, char **names, int nnames)
-{
-  kt_rng r = {seed};
-  const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
-  float *hA = malloc(na * 4), *hB = malloc(nb * 4);
-  float *dA, *dB, *dC;
-  void *flush;
-  const size_t flush_bytes = flush_size(dev);
-  if (!hA || !hB || cudaMalloc((void **)&dA, na * 4) || cudaMalloc((void **)&dB, nb * 4) ||
-      cudaMalloc((void **)&dC, nc * 4) || cudaMalloc(&flush, flush_bytes)) {
-    fprintf(stderr, "worker: cannot allocate the %dx%dx%d problem\n", M, N, K);
-    return 2;
-  }
-  for (size_t i = 0; i < na; ++i)
-    hA[i] = kt_rng_float(&r);
-  for (size_t i = 0; i < nb; ++i)
-    hB[i] = kt_rng_float(&r);
-  cudaMemcpy(dA, hA, na * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dB, hB, nb * 4, cudaMemcpyHostToDevice);
-
-  double best = INFINITY;
-  for (int i = 0; i < nnames; ++i) {
-    const kt_variant *v = kt_registry_find(names[i]);
-    printf("START %s\n", names[i]);
-    fflush(stdout);
-    if (!v || v->family != KT_FAMILY_MATMUL) {
-      result(names[i], "skipped", 0, 0, 0, 0, "not a matmul variant of this build");
-      continue;
-    }
-    if (!kt_variant_runs_on(v, dev)) {
-      result(v->name, "skipped", 0, 0, 0, 0, "cannot run on this device");
-      continue;
-    }
-    /* Correctness first, on fresh shapes that are not tile multiples, with
-     * padded leading dimensions (multiples of the variant's alignment). */
-    kt_rng vr = {name_seed(seed, v->name)};
-    kt_check c = {1, 0, 0, ""};
-    double worst = 0;
-    for (int t = 0; t < 2 && c.ok; ++t) {
-      const int m = 65 + (int)(kt_rng_next(&vr) % 190), n = 65 + (int)(kt_rng_next(&vr) % 190),
-                k = 33 + (int)(kt_rng_next(&vr) % 300);
-      const int a = v->align;
-      const long long lda = (k + a) / a * a + a, ldb = (n + a) / a * a, ldc = (n + 2 * a) / a * a;
-      kt_measure_check_matmul(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, kt_rng_next(&vr),
-                              &c);
-      if (c.worst > worst)
-        worst = c.worst;
-    }
-    if (!c.ok) {
-      result(v->name, c.launch_failed ? "launch_failed" : "wrong", 0, 0, c.worst, 0, c.reason);
-      if (fatal_after(&c))
-        return 3;
-      continue;
-    }
-    /* Then the tuned size: time it, and check a sample of its outputs. */
-    cudaMemset(dC, 0xff, nc * 4); /* NaN: an unwritten output shows */
-    const int aligned = (K % v->align == 0) && (N % v->align == 0);
-    if (!aligned) {
-      result(v->name, "skipped", 0, 0, 0, 0, "leading dimensions of this problem are not aligned for it");
-      continue;
-    }
-    kt_matmul_args args = {M, N, K, 1.0f, 0.0f, dA, dB, dC, K, N, N, dev->sm_count, kt_device_pool(dev->ordinal)};
-    double ms = 0;
-    int reps = 0;
-    int e = time_variant(v, &args, flush, flush_bytes, best, &ms, &reps);
-    if (e) {
-      result(v->name, "launch_failed", 0, 0, 0, 0, cudaGetErrorString((cudaError_t)e));
-      return 3;
-    }
-    char why[256] = "";
-    for (int s = 0; s < 48 && !why[0]; ++s) {
-      const int i0 = (int)(kt_rng_next(&vr) % (uint64_t)M), j0 = (int)(kt_rng_next(&vr) % (uint64_t)N);
-      float got;
-      cudaMemcpy(&got, dC + (size_t)i0 * N + j0, 4, cudaMemcpyDeviceToHost);
-      double ref = 0, mag = 0;
-      for (int k = 0; k < K; ++k) {
-        const double p = (double)hA[(size_t)i0 * K + k] * hB[(size_t)k * N + j0];
-        ref += p;
-        mag += fabs(p);
-      }
-      const double err = fabs(got - ref) / ((K + 2) * 0x1p-24 * mag + 1e-30);
-      if (!(err <= 1.0))
-        snprintf(why, sizeof why, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0, j0, got, ref);
-      else if (err > worst)
-        worst = err;
-    }
-    if (why[0]) {
-      result(v->name, "wrong", 0, 0, INFINITY, 0, why);
-      continue;
-    }
-    if (ms < best)
-      best = ms;
-    result(v->name, "ok", ms, 2.0 * M * N * (double)K / (ms * 1e6), worst, reps, "");
-  }
-  return 0;
-}
-
-static int work_hist(const kt_device_info *dev, long long nbins, size_t n, const char *dist, uint64_t seed,
-                     char **names, int nnames)
-{
-  kt_rng r = {seed};
-  int *hs = malloc(sizeof(int) * (n ? n : 1));
-  unsigned *ref = malloc(sizeof(unsigned) * (size_t)nbins), *got = malloc(sizeof(unsigned) * (size_t)nbins);
-  int *ds;
-  unsigned *dbins;
-  void *flush;
-  const size_t flush_bytes = flush_size(dev);
-  if (!hs || !ref || !got || cudaMalloc((void **)&ds, sizeof(int) * (n ? n : 1)) ||
-      cudaMalloc((void **)&dbins, sizeof(unsigned) * (size_t)nbins) || cudaMalloc(&flush, flush_bytes)) {
-    fprintf(stderr, "worker: cannot allocate the histogram problem\n");
-    return 2;
-  }
-  kt_measure_hist_samples(hs, n, nbins, dist, &r);
-  kt_measure_hist_reference(hs, n, nbins, ref);
-  cudaMemcpy(ds, hs, sizeof(int) * n, cudaMemcpyHostToDevice);
-  free(hs);
-
-  double best = INFINITY;
-  for (int i = 0; i < nnames; ++i) {
-    const kt_variant *v = kt_registry_find(names[i]);
-    printf("START %s\n", names[i]);
-    fflush(stdout);
-    if (!v || v->family != KT_FAMILY_HIST) {
-      result(names[i], "skipped", 0, 0, 0, 0, "not a histogram variant of this build");
-      continue;
-    }
-    if (!kt_hist_serves(v, dev, nbins)) {
-      char why[200];
-      snprintf(why, sizeof why,
-               "cannot serve %lld bins here: needs %lld B of shared memory per block, the device allows %d", nbins,
-               kt_hist_smem(v, dev, nbins), dev->smem_optin);
-      result(v->name, "skipped", 0, 0, 0, 0, why);
-      continue;
-    }
-    /* Correctness first: fresh samples (some out of range), a misaligned
-     * and an aligned start, and a tiny n that is all head and tail. */
-    kt_rng vr = {name_seed(seed, v->name)};
-    kt_check c = {1, 0, 0, ""};
-    const size_t sizes[3] = {100003 + kt_rng_next(&vr) % 1000, 65536 + kt_rng_next(&vr) % 64, 7};
-    const int offsets[3] = {1, 0, 3};
-    for (int t = 0; t < 3 && c.ok; ++t)
-      kt_measure_check_hist(v, dev, nbins, sizes[t], offsets[t], dist, kt_rng_next(&vr), &c);
-    if (!c.ok) {
-      result(v->name, c.launch_failed ? "launch_failed" : "wrong", 0, 0, c.worst, 0, c.reason);
-      if (fatal_after(&c))
-        return 3;
-      continue;
-    }
-    kt_hist_args args = {ds, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
-    double ms = 0;
-    int reps = 0;
-    int e = time_variant(v, &args, flush, flush_bytes, best, &ms, &reps);
-    if (!e)
-      e = cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost);
-    if (e) {
-      result(v->name, "launch_failed", 0, 0, 0, 0, cudaGetErrorString((cudaError_t)e));
-      return 3;
-    }
-    long long wrong = 0;
-    for (long long b = 0; b < nbins; ++b)
-      wrong += got[b] != ref[b];
-    if (wrong) {
-      char why[128];
-      snprintf(why, sizeof why, "%lld bins wrong on the tuning input", wrong);
-      result(v->name, "wrong", 0, 0, (double)wrong, 0, why);
-      continue;
-    }
-    if (ms < best)
-      best = ms;
-    result(v->name, "ok", ms, 4.0 * (double)n / (ms * 1e6), 0, reps, "");
-  }
-  return 0;
-}
-
 int kt_worker_main(int argc, char **argv)
 {
+  const kt_tune_family *tf = argc >= 5 ? kt_tune_family_find(argv[1]) : NULL;
+  const kt_family_ops *ops = tf ? kt_family_get(tf->id) : NULL;
+  kt_problem p;
+  if (!ops || ops->parse(argv[2], &p) != 0 || strlen(argv[3]) >= sizeof p.dist) {
+    fprintf(stderr, "usage: ktune __worker FAMILY KEY DIST SEED NAME...\n");
+    return 2;
+  }
+  p.family = ops->id;
+  snprintf(p.dist, sizeof p.dist, "%s", strcmp(argv[3], "-") ? argv[3] : "");
+  const uint64_t seed = strtoull(argv[4], NULL, 10);
   kt_device_info dev;
   char err[256];
   if (kt_device_query(-1, &dev, err, sizeof err) != KT_OK) {
     fprintf(stderr, "worker: %s\n", err);
     return 2;
   }
-  if (argc >= 6 && strcmp(argv[1], "matmul") == 0)
-    return work_matmul(&dev, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), strtoull(argv[5], NULL, 10), argv + 6,
-                       argc - 6);
-  if (argc >= 6 && strcmp(argv[1], "hist") == 0)
-    return work_hist(&dev, atoll(argv[2]), strtoull(argv[3], NULL, 10), argv[4], strtoull(argv[5], NULL, 10), argv + 6,
-                     argc - 6);
-  fprintf(stderr, "usage: ktune __worker matmul M N K SEED NAME... | hist NBINS N DIST SEED NAME...\n");
-  return 2;
+  void *inputs = tf->setup(&dev, &p, seed, err, sizeof err);
+  if (!inputs) {
+    fprintf(stderr, "worker: %s\n", err);
+    return 2;
+  }
+  double best = INFINITY;
+  for (int i = 5; i < argc; ++i) {
+    const kt_variant *v = kt_registry_find(argv[i]);
+    printf("START %s\n", argv[i]);
+    fflush(stdout);
+    kt_tune_result r;
+    if (!v || v->family != p.family) {
+      char why[128];
+      snprintf(why, sizeof why, "not a %s variant of this build", ops->long_name);
+      result(argv[i], "skipped", 0, 0, 0, 0, why);
+      continue;
+    }
+    if (!ops->fits(v, &dev, &p)) {
+      char why[256];
+      tf->unfit(v, &dev, &p, why, sizeof why);
+      kt_tune_result_set(&r, &p, v, "skipped", why);
+      report(&r);
+      continue;
+    }
+    tf->measure(inputs, v, name_seed(seed, v->name), best, &r);
+    report(&r);
+    if (strcmp(r.status, "launch_failed") == 0)
+      return 3; /* the CUDA context may be poisoned */
+    if (strcmp(r.status, "ok") == 0 && r.m.time_ms < best)
+      best = r.m.time_ms;
+  }
+  tf->teardown(inputs);
+  return 0;
 }

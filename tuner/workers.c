@@ -1,9 +1,10 @@
-/* tuner/workers.c: run measurements in worker processes.
+/* tuner/workers.c: run measurements in worker processes (kt_workers_).
  *
  * A kernel that faults poisons the CUDA context of its whole process, and
  * one that hangs never returns, so the tuner never measures in its own
- * process.  It starts a worker (`ktune __worker ...`, worker.c) for a list
- * of variants and reads its lines as they come:
+ * process.  It starts a worker (`ktune __worker FAMILY KEY DIST SEED
+ * NAME...`, worker.c) for a list of variants and reads its lines as they
+ * come:
  *   START name                  the variant now in flight (its deadline starts)
  *   RESULT name status ...      its result
  * If the worker dies or passes the deadline, the variant in flight is
@@ -31,54 +32,34 @@ static double now_s(void)
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-void kt_tune_set_result(kt_tune_result *r, const kt_problem *p, const kt_variant *v, const char *status,
-                        const char *reason)
-{
-  memset(r, 0, sizeof *r);
-  r->m.problem = *p;
-  snprintf(r->variant, sizeof r->variant, "%s", v->name);
-  snprintf(r->hash, sizeof r->hash, "%s", v->source_hash);
-  snprintf(r->status, sizeof r->status, "%s", status);
-  snprintf(r->reason, sizeof r->reason, "%s", reason);
-}
-
-void kt_tune_link_result(kt_tune_result *r)
-{
-  r->m.variant = r->variant;
-  r->m.source_hash = r->hash;
-  r->m.status = r->status;
-  r->m.reason = r->reason;
-}
-
-void kt_run_workers(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_worker_opts *o,
+void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
                     kt_tune_result *out)
 {
+  const kt_family_ops *ops = kt_family_get(p->family);
+  if (!ops) {
+    for (int i = 0; i < n; ++i)
+      kt_tune_result_set(&out[i], p, vs[i], "skipped", "no such family");
+    return;
+  }
   int next = 0; /* first variant not yet reported */
   while (next < n) {
     int fd[2];
     if (pipe(fd) != 0) {
       for (; next < n; ++next)
-        kt_tune_set_result(&out[next], p, vs[next], "skipped", strerror(errno));
+        kt_tune_result_set(&out[next], p, vs[next], "skipped", strerror(errno));
       return;
     }
-    char a1[32], a2[32], a3[32], a4[32], a5[32];
-    const char **argv = calloc((size_t)n + 10, sizeof *argv);
+    char problem[96], seed[32];
+    ops->key(p, problem, sizeof problem);
+    snprintf(seed, sizeof seed, "%llu", o->seed + (unsigned long long)next * 7919u);
+    const char **argv = calloc((size_t)n + 8, sizeof *argv);
     int k = 0;
     argv[k++] = "ktune";
     argv[k++] = "__worker";
-    if (p->family == KT_FAMILY_MATMUL) {
-      argv[k++] = "matmul";
-      snprintf(a1, sizeof a1, "%lld", p->m), argv[k++] = a1;
-      snprintf(a2, sizeof a2, "%lld", p->n), argv[k++] = a2;
-      snprintf(a3, sizeof a3, "%lld", p->k), argv[k++] = a3;
-    } else {
-      argv[k++] = "hist";
-      snprintf(a1, sizeof a1, "%lld", p->nbins), argv[k++] = a1;
-      snprintf(a2, sizeof a2, "%lld", p->nsamples), argv[k++] = a2;
-      snprintf(a3, sizeof a3, "%s", p->dist), argv[k++] = a3;
-    }
-    snprintf(a4, sizeof a4, "%llu", o->seed + (unsigned long long)next * 7919u), argv[k++] = a4;
-    (void)a5;
+    argv[k++] = ops->name;
+    argv[k++] = problem;
+    argv[k++] = p->dist[0] ? p->dist : "-";
+    argv[k++] = seed;
     for (int i = next; i < n; ++i)
       argv[k++] = vs[i]->name;
     argv[k] = NULL;
@@ -90,7 +71,7 @@ void kt_run_workers(const kt_problem *p, const char *key, const kt_variant **vs,
       close(fd[0]);
       close(fd[1]);
       for (; next < n; ++next)
-        kt_tune_set_result(&out[next], p, vs[next], "skipped", why);
+        kt_tune_result_set(&out[next], p, vs[next], "skipped", why);
       return;
     }
     if (pid == 0) {
@@ -149,7 +130,7 @@ void kt_run_workers(const kt_problem *p, const char *key, const kt_variant **vs,
         if (sscanf(line + 7, "%95s %15s %lf %lf %lf %d %n", name, status, &ms, &rate, &err, &reps, &used) >= 6 &&
             strcmp(name, vs[next]->name) == 0) {
           const char *reason = line + 7 + used;
-          kt_tune_set_result(&out[next], p, vs[next], status, strcmp(reason, "-") == 0 ? "" : reason);
+          kt_tune_result_set(&out[next], p, vs[next], status, strcmp(reason, "-") == 0 ? "" : reason);
           out[next].m.time_ms = ms;
           out[next].m.rate = rate;
           out[next].m.max_err = err;
@@ -185,10 +166,10 @@ void kt_run_workers(const kt_problem *p, const char *key, const kt_variant **vs,
     if (inflight < 0 && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
       /* The worker could not even set up: nothing more to learn here. */
       for (; next < n; ++next)
-        kt_tune_set_result(&out[next], p, vs[next], "skipped", why);
+        kt_tune_result_set(&out[next], p, vs[next], "skipped", why);
       break;
     }
-    kt_tune_set_result(&out[next], p, vs[next], timed_out ? "timed_out" : "launch_failed", why);
+    kt_tune_result_set(&out[next], p, vs[next], timed_out ? "timed_out" : "launch_failed", why);
     ++next;
     if (o->event)
       o->event(o->user, key, NULL, 1);

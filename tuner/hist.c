@@ -1,0 +1,323 @@
+/* tuner/hist.c: what the tuner knows about the histogram family
+ * (kt_tune_hist_): its inputs, exact CPU reference and check (hist.h), its
+ * default tuning problems and how `--hist`, `--hist-n` and `--dists` list
+ * them, its check and timing in a worker, and its rows of the tune summary
+ * (its kt_tune_family entry, at the end). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "hist.h"
+#include "tuner.h"
+
+void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r)
+{
+  const int skewed = dist && strcmp(dist, "skewed") == 0;
+  const long long hot = nbins / 100 > 0 ? nbins / 100 : 1;
+  const long long spread = nbins / hot; /* hot bins are spread over the range */
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t x = kt_rng_next(r);
+    const unsigned sel = (unsigned)(x & 1023);
+    const uint64_t y = x >> 10;
+    long long s;
+    if (sel == 0)
+      s = -1 - (long long)(y % 1000); /* below the range: counts in bin 0 */
+    else if (sel == 1)
+      s = nbins + (long long)(y % 1000); /* above: counts in bin nbins - 1 */
+    else if (skewed && (y % 10) < 8)
+      s = (long long)((y / 10) % hot) * spread;
+    else
+      s = (long long)((y / 10) % (uint64_t)nbins);
+    out[i] = (int)s;
+  }
+}
+
+void kt_tune_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins)
+{
+  memset(bins, 0, sizeof(unsigned) * (size_t)nbins);
+  for (size_t i = 0; i < n; ++i) {
+    const int s = samples[i];
+    bins[s < 0 ? 0 : s >= nbins ? nbins - 1 : s]++;
+  }
+}
+
+void kt_tune_hist_check(const kt_variant *v, const kt_device_info *dev, long long nbins, size_t n, int offset,
+                        const char *dist, uint64_t seed, kt_check *out)
+{
+  memset(out, 0, sizeof *out);
+  kt_rng r = {seed};
+  int *s = malloc(sizeof(int) * (n + 1));
+  unsigned *ref = malloc(sizeof(unsigned) * (size_t)nbins), *got = malloc(sizeof(unsigned) * (size_t)nbins);
+  int *ds = NULL;
+  unsigned *dbins = NULL;
+  if (!s || !ref || !got) {
+    snprintf(out->reason, sizeof out->reason, "out of host memory");
+    goto done;
+  }
+  kt_tune_hist_samples(s, n, nbins, dist, &r);
+  kt_tune_hist_reference(s, n, nbins, ref);
+  if (kt_measure_cuda_failed(out, cudaMalloc((void **)&ds, sizeof(int) * (n + 4)), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc((void **)&dbins, sizeof(unsigned) * (size_t)nbins), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(ds + offset, s, sizeof(int) * n, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      kt_measure_cuda_failed(out, cudaMemset(dbins, 0xab, sizeof(unsigned) * (size_t)nbins), "cudaMemset"))
+    goto done;
+  kt_hist_args a = {ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
+  if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
+      kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost),
+                             "cudaMemcpy"))
+    goto done;
+  long long wrong = 0, first = -1;
+  for (long long b = 0; b < nbins; ++b)
+    if (got[b] != ref[b]) {
+      if (first < 0)
+        first = b;
+      wrong++;
+    }
+  out->worst = (double)wrong;
+  out->ok = wrong == 0;
+  if (!out->ok)
+    snprintf(out->reason, sizeof out->reason, "%lld of %lld bins wrong (bin %lld: %u, expected %u) n=%zu offset %d %s",
+             wrong, nbins, first, got[first], ref[first], n, offset, dist);
+done:
+  cudaFree(ds);
+  cudaFree(dbins);
+  free(s);
+  free(ref);
+  free(got);
+}
+
+int kt_tune_hist_guide_layout(const kt_variant *v)
+{
+  const char *layout = kt_tune_family_param(v, "layout");
+  return v->family == KT_FAMILY_HIST && layout && strcmp(layout, "blocked") == 0;
+}
+
+/* ---- `ktune tune`: problems and the summary ------------------------------ */
+
+/* The default tuning set: bin counts from 256 to 1M at n = 2^28, each on
+ * uniform and skewed samples. */
+#define DEFAULT_BINS "256,4096,65536,262144,1048576"
+#define DEFAULT_N "268435456"
+#define DEFAULT_DISTS "uniform,skewed"
+#define MAX_DISTS 8
+
+/* values: --hist, --hist-n, --dists.  One problem per bin count (and n,
+ * --hist-n unless the item gives it as NBINS:N) and distribution, the
+ * distributions of a problem one after another. */
+static int problems(const char *const *values, kt_problem *out, int max, char *err, size_t errlen)
+{
+  const kt_family_ops *ops = kt_family_get(KT_FAMILY_HIST);
+  char *end;
+  errno = 0;
+  const long long hist_n = strtoll(values[1], &end, 10);
+  if (errno || end == values[1] || *end || hist_n <= 0 || hist_n > 0xffffffffll) {
+    snprintf(err, errlen, "--hist-n: bad sample count '%s' (1..4294967295)", values[1]);
+    return -1;
+  }
+  char dists[MAX_DISTS][16], item[64];
+  int ndists = 0, more;
+  const char *list = values[2];
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
+    if (more < 0 || (strcmp(item, "uniform") && strcmp(item, "skewed"))) {
+      snprintf(err, errlen, "unknown distribution '%s' (uniform, skewed)", more < 0 ? "(too long)" : item);
+      return -1;
+    }
+    if (ndists == MAX_DISTS) {
+      snprintf(err, errlen, "--dists: more than %d distributions", MAX_DISTS);
+      return -1;
+    }
+    snprintf(dists[ndists++], sizeof dists[0], "%.15s", item);
+  }
+  int n = 0;
+  list = values[0];
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
+    kt_problem p;
+    if (more < 0 || ops->parse(item, &p) != 0 || p.nbins <= 0 || p.nbins > INT_MAX) {
+      snprintf(err, errlen, "--hist: bad bin count '%s' (NBINS or NBINS:N, NBINS 1..%d)",
+               more < 0 ? "(too long)" : item, INT_MAX);
+      return -1;
+    }
+    p.family = KT_FAMILY_HIST;
+    if (!strchr(item, ':'))
+      p.nsamples = hist_n;
+    if (p.nsamples <= 0 || p.nsamples > 0xffffffffll) {
+      snprintf(err, errlen, "--hist: bad sample count in '%s' (1..4294967295)", item);
+      return -1;
+    }
+    for (int d = 0; d < ndists; ++d) {
+      if (n == max) {
+        snprintf(err, errlen, "--hist: more than %d problems", max);
+        return -1;
+      }
+      out[n] = p;
+      snprintf(out[n].dist, sizeof out[n].dist, "%.15s", dists[d]);
+      ++n;
+    }
+  }
+  return n;
+}
+
+static void report_header(const char *const *values)
+{
+  printf("\nhistogram (geomean over %s)\n%-26s winner                            time ms   GB/s      "
+         "Guide-layout dsm GB/s (best)\n",
+         values[2], "problem");
+}
+
+/* GB/s of the winner and of the best Guide-layout (blocked) cluster kernel,
+ * averaged over the distributions. */
+static void report_row(const char *key, const kt_tune_run *runs, int nruns, const kt_tuned *t)
+{
+  double wr = 0, sr = 0;
+  int wn = 0;
+  for (int d = 0; d < nruns; ++d) {
+    const kt_tune_run *run = &runs[d];
+    const kt_tune_result *w = kt_tune_result_ok(run->results, run->n, t->ranked[0]->name);
+    if (w)
+      wr += w->m.rate, ++wn;
+    double best = 0;
+    for (int j = 0; j < run->n; ++j) {
+      const kt_tune_result *x = &run->results[j];
+      const kt_variant *v = kt_registry_find(x->variant);
+      if (v && kt_tune_hist_guide_layout(v) && !strcmp(x->status, "ok") && x->m.rate > best)
+        best = x->m.rate;
+    }
+    sr += best;
+  }
+  printf("%-26s %-33s %8.3f  %8.0f  %8.0f\n", key, t->ranked[0]->name, t->best_ms, wn ? wr / wn : 0, wn ? sr / wn : 0);
+}
+
+/* ---- `ktune __worker`: check and time ------------------------------------- */
+
+typedef struct inputs {
+  kt_device_info dev;
+  kt_problem p;
+  long long nbins;
+  size_t n;
+  int *ds;       /* the problem's samples */
+  unsigned *ref; /* their exact counts */
+  unsigned *got; /* a variant's counts, copied back */
+  unsigned *dbins;
+  void *flush;
+  size_t flush_bytes;
+} inputs;
+
+static void teardown(void *state)
+{
+  inputs *in = state;
+  if (!in)
+    return;
+  cudaFree(in->ds);
+  cudaFree(in->dbins);
+  cudaFree(in->flush);
+  free(in->ref);
+  free(in->got);
+  free(in);
+}
+
+static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed, char *err, size_t errlen)
+{
+  inputs *in = calloc(1, sizeof *in);
+  if (!in) {
+    snprintf(err, errlen, "out of host memory");
+    return NULL;
+  }
+  in->dev = *dev;
+  in->p = *p;
+  const long long nbins = in->nbins = p->nbins;
+  const size_t n = in->n = (size_t)p->nsamples;
+  kt_rng r = {seed};
+  int *hs = malloc(sizeof(int) * (n ? n : 1));
+  in->ref = malloc(sizeof(unsigned) * (size_t)nbins);
+  in->got = malloc(sizeof(unsigned) * (size_t)nbins);
+  in->flush_bytes = kt_measure_flush_bytes(dev);
+  if (!hs || !in->ref || !in->got || cudaMalloc((void **)&in->ds, sizeof(int) * (n ? n : 1)) ||
+      cudaMalloc((void **)&in->dbins, sizeof(unsigned) * (size_t)nbins) || cudaMalloc(&in->flush, in->flush_bytes)) {
+    snprintf(err, errlen, "cannot allocate the histogram problem");
+    free(hs);
+    teardown(in);
+    return NULL;
+  }
+  kt_tune_hist_samples(hs, n, nbins, p->dist, &r);
+  kt_tune_hist_reference(hs, n, nbins, in->ref);
+  cudaMemcpy(in->ds, hs, sizeof(int) * n, cudaMemcpyHostToDevice);
+  free(hs);
+  return in;
+}
+
+/* fits() said no: either v cannot run here at all, or its shared-memory
+ * counters for this many bins exceed what a block may have. */
+static void unfit(const kt_variant *v, const kt_device_info *dev, const kt_problem *p, char *buf, size_t len)
+{
+  if (!kt_variant_runs_on(v, dev))
+    snprintf(buf, len, "cannot run on this device");
+  else
+    snprintf(buf, len,
+             "cannot serve %lld bins here: its counters need %lld B of shared memory per block, the device "
+             "allows %d",
+             p->nbins, kt_hist_smem_bytes(p->nbins, v->cluster, v->copies, v->counter_bits), dev->smem_optin);
+}
+
+static void measure(void *state, const kt_variant *v, uint64_t seed, double best_ms, kt_tune_result *r)
+{
+  inputs *in = state;
+  const kt_device_info *dev = &in->dev;
+  const long long nbins = in->nbins;
+  const size_t n = in->n;
+  /* Correctness first: fresh samples (some out of range), a misaligned
+   * and an aligned start, and a tiny n that is all head and tail. */
+  kt_rng vr = {seed};
+  kt_check c = {1, 0, 0, ""};
+  const size_t sizes[3] = {100003 + kt_rng_next(&vr) % 1000, 65536 + kt_rng_next(&vr) % 64, 7};
+  const int offsets[3] = {1, 0, 3};
+  for (int t = 0; t < 3 && c.ok; ++t)
+    kt_tune_hist_check(v, dev, nbins, sizes[t], offsets[t], in->p.dist, kt_rng_next(&vr), &c);
+  if (!c.ok) {
+    kt_tune_result_set(r, &in->p, v, c.launch_failed ? "launch_failed" : "wrong", c.reason);
+    r->m.max_err = c.worst;
+    return;
+  }
+  kt_hist_args args = {in->ds, n, in->dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
+  double ms = 0;
+  int reps = 0;
+  int e = kt_measure_candidate(v, &args, in->flush, in->flush_bytes, best_ms, &ms, &reps);
+  if (!e)
+    e = cudaMemcpy(in->got, in->dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost);
+  if (e) {
+    kt_tune_result_set(r, &in->p, v, "launch_failed", cudaGetErrorString((cudaError_t)e));
+    return;
+  }
+  long long wrong = 0;
+  for (long long b = 0; b < nbins; ++b)
+    wrong += in->got[b] != in->ref[b];
+  if (wrong) {
+    char why[128];
+    snprintf(why, sizeof why, "%lld bins wrong on the tuning input", wrong);
+    kt_tune_result_set(r, &in->p, v, "wrong", why);
+    r->m.max_err = (double)wrong;
+    return;
+  }
+  kt_tune_result_set(r, &in->p, v, "ok", "");
+  r->m.time_ms = ms;
+  r->m.rate = 4.0 * (double)n / (ms * 1e6);
+  r->m.reps = reps;
+}
+
+const kt_tune_family kt_tune_hist = {
+    .id = KT_FAMILY_HIST,
+    .options = {{"--hist", "NBINS[:N],...", DEFAULT_BINS},
+                {"--hist-n", "N", DEFAULT_N},
+                {"--dists", "uniform,skewed", DEFAULT_DISTS}},
+    .problems = problems,
+    .report_header = report_header,
+    .report_row = report_row,
+    .setup = setup,
+    .unfit = unfit,
+    .measure = measure,
+    .teardown = teardown,
+};

@@ -1,0 +1,38 @@
+/* tuner/hist.h: the tuner's histogram family (hist.c, kt_tune_hist_), as
+ * the tuner's worker, the GPU tests and the benchmarks use it.
+ *
+ * Correctness criterion: every count exact, against a CPU count with the
+ * library's clamping, on inputs with samples outside [0, nbins).
+ */
+#ifndef KT_TUNE_HIST_H
+#define KT_TUNE_HIST_H
+
+#include "measure.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Samples for a histogram of nbins: dist "uniform" (over the bins) or
+ * "skewed" (80% in 1% of the bins); about 1 in 1024 samples lies outside
+ * [0, nbins) on either side, to exercise clamping. */
+void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r);
+/* Exact CPU histogram with the library's clamping. */
+void kt_tune_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins);
+
+/* Does v split the bins over a thread-block cluster in the Programming
+ * Guide's layout, contiguous ranges per block (layout=blocked)?  The tune
+ * summary's baseline column; found by that property rather than by name. */
+int kt_tune_hist_guide_layout(const kt_variant *v);
+
+/* Run v once on n fresh samples starting `offset` ints past a 256-byte
+ * aligned allocation (offset 1..3 makes the pointer misaligned for int4),
+ * and compare every count with the CPU's (kt_check.worst: wrong bins). */
+void kt_tune_hist_check(const kt_variant *v, const kt_device_info *dev, long long nbins, size_t n, int offset,
+                        const char *dist, uint64_t seed, kt_check *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

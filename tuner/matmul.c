@@ -1,0 +1,307 @@
+/* tuner/matmul.c: what the tuner knows about the matmul family
+ * (kt_tune_matmul_): its check against a double-precision reference
+ * (matmul.h), its default tuning shapes and how `--matmul` lists them, its
+ * inputs, check and timing in a worker, and its rows of the tune summary
+ * (its kt_tune_family entry, at the end). */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "matmul.h"
+#include "registry.h"
+#include "tuner.h"
+
+double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double beta_c0)
+{
+  return (K + 2.0) * 0x1p-24 * (fabs(alpha) * sum_abs_products + fabs(beta_c0)) + 1e-30;
+}
+
+const kt_variant *kt_tune_matmul_seed(void)
+{
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    const char *bs = kt_tune_family_param(v, "bs"), *pad = kt_tune_family_param(v, "pad");
+    if (v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "tiled") == 0 && bs && strcmp(bs, "16") == 0 && pad &&
+        strcmp(pad, "0") == 0)
+      return v;
+  }
+  return NULL;
+}
+
+void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
+                          long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out)
+{
+  memset(out, 0, sizeof *out);
+  kt_rng r = {seed};
+  const size_t na = (size_t)M * lda, nb = (size_t)K * ldb, nc = (size_t)M * ldc;
+  float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
+  float *dA = NULL, *dB = NULL, *dC = NULL;
+  if (!A || !B || !C0 || !C) {
+    snprintf(out->reason, sizeof out->reason, "out of host memory");
+    goto done;
+  }
+  /* Padding beyond each row holds NaN: reading it would poison the result. */
+  for (size_t i = 0; i < na; ++i)
+    A[i] = (long long)(i % lda) < K ? kt_rng_float(&r) : NAN;
+  for (size_t i = 0; i < nb; ++i)
+    B[i] = (long long)(i % ldb) < N ? kt_rng_float(&r) : NAN;
+  /* C: random where beta reads it; NaN where beta == 0 (it must not be read,
+   * and any element left unwritten stays NaN); a sentinel in the padding. */
+  for (size_t i = 0; i < nc; ++i)
+    C0[i] = (long long)(i % ldc) < N ? (beta != 0.0f ? kt_rng_float(&r) : NAN) : 1234.5f;
+  if (kt_measure_cuda_failed(out, cudaMalloc((void **)&dA, na * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc((void **)&dB, nb * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc((void **)&dC, nc * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dA, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dB, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
+    goto done;
+  kt_matmul_args a = {M, N, K, alpha, beta, dA, dB, dC, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal)};
+  if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
+      kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+    goto done;
+  out->ok = 1;
+  for (int i = 0; i < M && out->ok; ++i) {
+    for (int j = 0; j < (int)ldc; ++j) {
+      const float got = C[(size_t)i * ldc + j];
+      if (j >= N) {
+        if (got != 1234.5f) {
+          out->ok = 0;
+          snprintf(out->reason, sizeof out->reason, "wrote C's padding at (%d, %d)", i, j);
+          break;
+        }
+        continue;
+      }
+      double ref = 0, mag = 0;
+      for (int k = 0; k < K; ++k) {
+        const double p = (double)A[(size_t)i * lda + k] * B[(size_t)k * ldb + j];
+        ref += p;
+        mag += fabs(p);
+      }
+      const double c0 = beta != 0.0f ? C0[(size_t)i * ldc + j] : 0.0;
+      ref = alpha * ref + beta * c0;
+      const double bound = kt_tune_matmul_bound(K, alpha, mag, beta * c0);
+      const double e = fabs((double)got - ref) / bound;
+      if (!(e <= 1.0)) { /* also catches NaN */
+        out->ok = 0;
+        out->worst = isnan(e) ? INFINITY : e;
+        snprintf(out->reason, sizeof out->reason,
+                 "C(%d, %d) = %g, expected %g (error %.3g x the bound) at %dx%dx%d lda %lld ldb %lld ldc %lld "
+                 "beta %g",
+                 i, j, got, ref, e, M, N, K, lda, ldb, ldc, beta);
+        break;
+      }
+      if (e > out->worst)
+        out->worst = e;
+    }
+  }
+done:
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dC);
+  free(A);
+  free(B);
+  free(C0);
+  free(C);
+}
+
+/* ---- `ktune tune`: problems and the summary ------------------------------ */
+
+/* The default tuning set: shapes from 512 to 8192 (squares, flat, tall,
+ * thin-K and long-K). */
+#define DEFAULT_SHAPES                                                                                   \
+  "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
+  "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536"
+
+/* values: --matmul.  One problem per shape; matmul has no distributions. */
+static int problems(const char *const *values, kt_problem *out, int max, char *err, size_t errlen)
+{
+  const kt_family_ops *ops = kt_family_get(KT_FAMILY_MATMUL);
+  const char *list = values[0];
+  char item[64];
+  int n = 0, more;
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
+    kt_problem p;
+    /* The worker's sizes are ints. */
+    if (more < 0 || ops->parse(item, &p) != 0 || p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > INT_MAX || p.n > INT_MAX ||
+        p.k > INT_MAX) {
+      snprintf(err, errlen, "--matmul: bad shape '%s' (MxNxK, each 1..%d)", more < 0 ? "(too long)" : item, INT_MAX);
+      return -1;
+    }
+    if (n == max) {
+      snprintf(err, errlen, "--matmul: more than %d shapes", max);
+      return -1;
+    }
+    p.family = KT_FAMILY_MATMUL;
+    p.dist[0] = 0;
+    out[n++] = p;
+  }
+  return n;
+}
+
+static void report_header(const char *const *values)
+{
+  (void)values;
+  printf(
+      "\nmatmul                 winner                            time ms   GFLOP/s   seed bs16 GFLOP/s  speed-up\n");
+}
+
+/* The winner's GFLOP/s beside the seed kernel's on the same problem. */
+static void report_row(const char *key, const kt_tune_run *runs, int nruns, const kt_tuned *t)
+{
+  (void)nruns; /* one: no distributions */
+  const kt_variant *sv = kt_tune_matmul_seed();
+  const kt_tune_result *seed = sv ? kt_tune_result_ok(runs[0].results, runs[0].n, sv->name) : NULL;
+  const kt_tune_result *win = kt_tune_result_ok(runs[0].results, runs[0].n, t->ranked[0]->name);
+  double rate = win ? win->m.rate : 0, srate = seed ? seed->m.rate : 0;
+  printf("%-22s %-33s %8.3f  %8.0f   %8.0f           %6.2fx\n", key, t->ranked[0]->name, t->best_ms, rate, srate,
+         srate > 0 ? rate / srate : 0);
+}
+
+/* ---- `ktune __worker`: check and time ------------------------------------- */
+
+typedef struct inputs {
+  kt_device_info dev;
+  kt_problem p;
+  int M, N, K;
+  float *hA, *hB; /* the problem's A and B, on the host for the sample check */
+  float *dA, *dB, *dC;
+  void *flush;
+  size_t flush_bytes;
+} inputs;
+
+static void teardown(void *state)
+{
+  inputs *in = state;
+  if (!in)
+    return;
+  cudaFree(in->dA);
+  cudaFree(in->dB);
+  cudaFree(in->dC);
+  cudaFree(in->flush);
+  free(in->hA);
+  free(in->hB);
+  free(in);
+}
+
+static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed, char *err, size_t errlen)
+{
+  inputs *in = calloc(1, sizeof *in);
+  if (!in) {
+    snprintf(err, errlen, "out of host memory");
+    return NULL;
+  }
+  in->dev = *dev;
+  in->p = *p;
+  const int M = in->M = (int)p->m, N = in->N = (int)p->n, K = in->K = (int)p->k;
+  kt_rng r = {seed};
+  const size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+  in->hA = malloc(na * 4);
+  in->hB = malloc(nb * 4);
+  in->flush_bytes = kt_measure_flush_bytes(dev);
+  if (!in->hA || !in->hB || cudaMalloc((void **)&in->dA, na * 4) || cudaMalloc((void **)&in->dB, nb * 4) ||
+      cudaMalloc((void **)&in->dC, nc * 4) || cudaMalloc(&in->flush, in->flush_bytes)) {
+    snprintf(err, errlen, "cannot allocate the %dx%dx%d problem", M, N, K);
+    teardown(in);
+    return NULL;
+  }
+  for (size_t i = 0; i < na; ++i)
+    in->hA[i] = kt_rng_float(&r);
+  for (size_t i = 0; i < nb; ++i)
+    in->hB[i] = kt_rng_float(&r);
+  cudaMemcpy(in->dA, in->hA, na * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(in->dB, in->hB, nb * 4, cudaMemcpyHostToDevice);
+  return in;
+}
+
+static void unfit(const kt_variant *v, const kt_device_info *dev, const kt_problem *p, char *buf, size_t len)
+{
+  (void)v, (void)dev, (void)p;
+  snprintf(buf, len, "cannot run on this device");
+}
+
+static void measure(void *state, const kt_variant *v, uint64_t seed, double best_ms, kt_tune_result *r)
+{
+  inputs *in = state;
+  const kt_device_info *dev = &in->dev;
+  const int M = in->M, N = in->N, K = in->K;
+  /* Correctness first, on fresh shapes that are not tile multiples, with
+   * padded leading dimensions (multiples of the variant's alignment). */
+  kt_rng vr = {seed};
+  kt_check c = {1, 0, 0, ""};
+  double worst = 0;
+  for (int t = 0; t < 2 && c.ok; ++t) {
+    const int m = 65 + (int)(kt_rng_next(&vr) % 190), n = 65 + (int)(kt_rng_next(&vr) % 190),
+              k = 33 + (int)(kt_rng_next(&vr) % 300);
+    const int a = v->align;
+    const long long lda = (k + a) / a * a + a, ldb = (n + a) / a * a, ldc = (n + 2 * a) / a * a;
+    kt_tune_matmul_check(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, kt_rng_next(&vr), &c);
+    if (c.worst > worst)
+      worst = c.worst;
+  }
+  if (!c.ok) {
+    kt_tune_result_set(r, &in->p, v, c.launch_failed ? "launch_failed" : "wrong", c.reason);
+    r->m.max_err = c.worst;
+    return;
+  }
+  /* Then the tuned size: time it, and check a sample of its outputs. */
+  cudaMemset(in->dC, 0xff, (size_t)M * N * 4); /* NaN: an unwritten output shows */
+  const int aligned = (K % v->align == 0) && (N % v->align == 0);
+  if (!aligned) {
+    kt_tune_result_set(r, &in->p, v, "skipped", "leading dimensions of this problem are not aligned for it");
+    return;
+  }
+  kt_matmul_args args = {
+      M, N, K, 1.0f, 0.0f, in->dA, in->dB, in->dC, K, N, N, dev->sm_count, kt_device_pool(dev->ordinal)};
+  double ms = 0;
+  int reps = 0;
+  int e = kt_measure_candidate(v, &args, in->flush, in->flush_bytes, best_ms, &ms, &reps);
+  if (e) {
+    kt_tune_result_set(r, &in->p, v, "launch_failed", cudaGetErrorString((cudaError_t)e));
+    return;
+  }
+  char why[256] = "";
+  for (int s = 0; s < 48 && !why[0]; ++s) {
+    const int i0 = (int)(kt_rng_next(&vr) % (uint64_t)M), j0 = (int)(kt_rng_next(&vr) % (uint64_t)N);
+    float got;
+    cudaMemcpy(&got, in->dC + (size_t)i0 * N + j0, 4, cudaMemcpyDeviceToHost);
+    double ref = 0, mag = 0;
+    for (int k = 0; k < K; ++k) {
+      const double p = (double)in->hA[(size_t)i0 * K + k] * in->hB[(size_t)k * N + j0];
+      ref += p;
+      mag += fabs(p);
+    }
+    const double err = fabs(got - ref) / kt_tune_matmul_bound(K, 1.0, mag, 0.0);
+    if (!(err <= 1.0))
+      snprintf(why, sizeof why, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0, j0, got, ref);
+    else if (err > worst)
+      worst = err;
+  }
+  if (why[0]) {
+    kt_tune_result_set(r, &in->p, v, "wrong", why);
+    r->m.max_err = INFINITY;
+    return;
+  }
+  kt_tune_result_set(r, &in->p, v, "ok", "");
+  r->m.time_ms = ms;
+  r->m.rate = 2.0 * M * N * (double)K / (ms * 1e6);
+  r->m.max_err = worst;
+  r->m.reps = reps;
+}
+
+const kt_tune_family kt_tune_matmul = {
+    .id = KT_FAMILY_MATMUL,
+    .options = {{"--matmul", "MxNxK,...", DEFAULT_SHAPES}},
+    .problems = problems,
+    .report_header = report_header,
+    .report_row = report_row,
+    .setup = setup,
+    .unfit = unfit,
+    .measure = measure,
+    .teardown = teardown,
+};

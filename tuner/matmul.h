@@ -1,0 +1,44 @@
+/* tuner/matmul.h: the tuner's matmul family (matmul.c, kt_tune_matmul_),
+ * as the tuner's worker, the GPU tests and the benchmarks use it.
+ *
+ * Correctness criterion, used everywhere a matmul variant is checked: every
+ * element within the componentwise bound
+ *     |c - ref| <= (K + 2) * 2^-24 * (|alpha| * sum_k |a_ik * b_kj| + |beta * c0_ij|)
+ * where ref is computed in double on the host.  This is the classical
+ * worst-case bound for any order of fp32 summation (gamma_K), so it grows
+ * linearly with K; wrong indexing misses it by orders of magnitude.
+ * Padding beyond each row (lda > K ...) holds NaN, so a kernel that reads
+ * it fails; C's padding holds a sentinel that must survive.
+ */
+#ifndef KT_TUNE_MATMUL_H
+#define KT_TUNE_MATMUL_H
+
+#include "measure.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The bound above, the one place it is computed: for an element of a
+ * K-deep product, with sum_abs_products = sum_k |a_ik * b_kj| and beta_c0 =
+ * beta * c0_ij.  Plus 1e-30, so that an exact result against a zero bound
+ * is error 0 rather than 0/0.  A result passes when |c - ref| / bound <= 1. */
+double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double beta_c0);
+
+/* The seed kernel, the tune summary's and the bench's baseline: the CUDA
+ * Programming Guide's shared-memory tiled kernel with BLOCK_SIZE 16 and
+ * unpadded rows (algo "tiled", bs=16, pad=0), found by those properties
+ * rather than by its name.  NULL when this build lacks it. */
+const kt_variant *kt_tune_matmul_seed(void);
+
+/* Run v once on a fresh random problem of this shape, on the current
+ * device, and check it as above (kt_check.worst: the worst |err| / bound).
+ * lda/ldb/ldc >= K/N/N. */
+void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
+                          long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
