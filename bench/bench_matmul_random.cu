@@ -1,0 +1,325 @@
+/* bench/bench_matmul_random.cu: matmul on shapes nobody tuned, against
+ * cuBLAS and against ktune's own best variant there.
+ *
+ *   make build/bench_matmul_random
+ *   ./build/bench_matmul_random [--db PATH] [--out bench/results] [--seed N] [--quick]
+ *
+ * The suite is generated from --seed (default below), never hand-picked:
+ * M, N and K log-uniform over 1..16384, the largest sizes scaled down
+ * until one product is at most kMaxFlop; shapes of the tuning set are
+ * drawn again.  Every third shape has leading dimensions that are not
+ * multiples of 4, every fifth of the rest a pointer 4 bytes past a 16-byte
+ * boundary, and the others padded leading dimensions half of the time.
+ *
+ * Per shape, on the same random inputs (row-major fp32, C = A B):
+ *   ktune    kt_matmul: what dispatch picks for an untuned shape
+ *   oracle   every variant of this build that can serve the call, launched
+ *            directly: the fastest is ktune's best possible choice there
+ *   cuBLAS   cublasSgemm in its default math mode (fp32, no TF32)
+ * ktune's and the oracle winner's results are checked against cuBLAS's
+ * (relative Frobenius error, bench/matmul_check.cuh).
+ *
+ * Prints a row per shape, then the geometric mean, 10th percentile and
+ * minimum of ktune/cuBLAS and of dispatch/oracle, and the geometric mean of
+ * ktune/cuBLAS where leading dimensions are not multiples of 4.  Writes
+ * OUT/matmul_random.csv, OUT/matmul_random.gp and, with gnuplot on PATH,
+ * OUT/matmul_random.png.
+ */
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "bench_common.h"
+#include "matmul.h"
+#include "matmul_check.cuh"
+#include "registry.h"
+
+static const unsigned long long kDefaultSeed = 0x6b74756e0b11ull;
+static const int kShapes = 48, kQuickShapes = 8;
+static const double kMaxFlop = 0x1p37;     /* ~1.4e11: a few ms at most */
+static const double kMaxElements = 0x1p27; /* per matrix: 512 MiB */
+static const int kTuned[][3] = {{512, 512, 512},    {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
+                                {8192, 8192, 8192}, {4096, 4096, 256},  {128, 8192, 8192},  {8192, 128, 8192},
+                                {16384, 16384, 64}, {1000, 1000, 1000}, {4000, 4000, 4000}, {64, 64, 65536}};
+
+struct call {
+  int m, n, k;
+  long long lda, ldb, ldc;
+  int offset; /* floats past a 256-byte boundary for A, B and C */
+  const char *kind;
+};
+
+/* log-uniform over [1, 16384] */
+static int draw(kt_rng *r)
+{
+  const double u = (double)(kt_rng_next(r) >> 11) * 0x1p-53;
+  return (int)std::max(1.0, std::floor(std::exp(u * std::log(16385.0))));
+}
+
+static long long pad_ld(long long x, kt_rng *r, const char *kind)
+{
+  if (!strcmp(kind, "ld%4!=0"))
+    return x % 4 ? x + (long long)(kt_rng_next(r) % 3) : x + 1 + (long long)(kt_rng_next(r) % 3);
+  if (!strcmp(kind, "padded"))
+    return (x + 3) / 4 * 4 + 4 * (long long)(kt_rng_next(r) % 8);
+  return x;
+}
+
+static std::vector<call> make_suite(unsigned long long seed, int count)
+{
+  kt_rng r = {seed};
+  std::vector<call> out;
+  while ((int)out.size() < count) {
+    double m = draw(&r), n = draw(&r), k = draw(&r);
+    /* Scale the largest down until the work and the matrices fit. */
+    while (2 * m * n * k > kMaxFlop || m * k > kMaxElements || k * n > kMaxElements || m * n > kMaxElements) {
+      double *big = m >= n && m >= k ? &m : n >= k ? &n : &k;
+      *big = std::max(1.0, std::floor(*big / 2));
+    }
+    bool tuned = false;
+    for (const auto &t : kTuned)
+      tuned |= t[0] == (int)m && t[1] == (int)n && t[2] == (int)k;
+    if (tuned)
+      continue;
+    call c = {(int)m, (int)n, (int)k, 0, 0, 0, 0, "plain"};
+    const int i = (int)out.size();
+    c.kind = i % 3 == 0 ? "ld%4!=0" : i % 5 == 1 ? "offset" : kt_rng_next(&r) % 2 ? "padded" : "plain";
+    c.lda = pad_ld(c.k, &r, c.kind);
+    c.ldb = pad_ld(c.n, &r, c.kind);
+    c.ldc = pad_ld(c.n, &r, c.kind);
+    c.offset = !strcmp(c.kind, "offset") ? 1 : 0;
+    out.push_back(c);
+  }
+  return out;
+}
+
+/* out += sum over the M x N elements of (x - ref)^2 and ref^2, strided. */
+__global__ void diff_norms_2d(const float *x, long long ldx, const float *ref, long long ldr, int M, int N, double *out)
+{
+  double d2 = 0, r2 = 0;
+  const size_t mn = (size_t)M * N;
+  for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < mn; e += (size_t)gridDim.x * blockDim.x) {
+    const size_t i = e / N, j = e % N;
+    const double r = ref[i * ldr + j], d = (double)x[i * ldx + j] - r;
+    d2 += d * d;
+    r2 += r * r;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    d2 += __shfl_down_sync(0xffffffffu, d2, off);
+    r2 += __shfl_down_sync(0xffffffffu, r2, off);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&out[0], d2);
+    atomicAdd(&out[1], r2);
+  }
+}
+
+static double rel_error_2d(const float *x, const float *ref, const call &c, double *scratch, const bench_device &d)
+{
+  BENCH_CUDA(cudaMemset(scratch, 0, 2 * sizeof(double)));
+  diff_norms_2d<<<d.info.sm_count * 8, 256>>>(x, c.ldc, ref, c.ldc, c.m, c.n, scratch);
+  BENCH_CUDA(cudaGetLastError());
+  double h[2];
+  BENCH_CUDA(cudaMemcpy(h, scratch, sizeof h, cudaMemcpyDeviceToHost));
+  return h[1] > 0 ? sqrt(h[0]) / sqrt(h[1]) : sqrt(h[0]);
+}
+
+static double percentile(std::vector<double> x, double p)
+{
+  if (x.empty())
+    return NAN;
+  std::sort(x.begin(), x.end());
+  const double pos = p * (double)(x.size() - 1);
+  const size_t lo = (size_t)pos;
+  return lo + 1 < x.size() ? x[lo] + (pos - lo) * (x[lo + 1] - x[lo]) : x[lo];
+}
+
+static void summary(const char *what, const std::vector<double> &x)
+{
+  printf("%-34s geomean %6.3f   p10 %6.3f   min %6.3f   (%zu shapes)\n", what, bench_geomean(x), percentile(x, 0.1),
+         x.empty() ? NAN : *std::min_element(x.begin(), x.end()), x.size());
+}
+
+static void plot(const bench_options &o, const bench_device &d)
+{
+  std::string s = bench_gnuplot_preamble("matmul_random", 1200, 650);
+  s += "set title \"fp32 matmul on generated untuned shapes, " + bench_gnuplot_escape(d.line) + "\"\n";
+  s += "set datafile separator \",\"\n"
+       "set xlabel \"GFLOP per product (log)\"\n"
+       "set ylabel \"ratio (higher is better)\"\n"
+       "set logscale x\n"
+       "set grid\n"
+       "set key bottom right\n"
+       "set yrange [0:*]\n"
+       "plot \"matmul_random.csv\" skip 1 using ($2*$3*$4*2e-9):13 title \"ktune / cuBLAS\" pt 7 lc rgb \"#1b9e77\", "
+       "\\\n"
+       "     \"\" skip 1 using ($2*$3*$4*2e-9):14 title \"dispatch / oracle\" pt 5 lc rgb \"#d95f02\", \\\n"
+       "     1 notitle lc rgb \"#888888\"\n";
+  bench_plot(o.out, "matmul_random", s);
+}
+
+int main(int argc, char **argv)
+{
+  const bench_options o =
+      bench_parse_args(argc, argv, "ktune matmul on generated untuned shapes: dispatch, oracle and cuBLAS.");
+  bench_mkdirs(o.out);
+  const unsigned long long seed = o.seed ? o.seed : kDefaultSeed;
+  const bench_device d = bench_device_open();
+  kt_context *ctx = bench_open_ktune(o);
+  const bench_flush flush = bench_flush_alloc(d);
+  const bench_reps reps = o.quick ? bench_reps{3, 10, 60.0} : bench_reps{5, 30, 200.0};
+  const bench_reps oracle_reps = {3, 10, 40.0};
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "cublasCreate failed\n");
+    return 1;
+  }
+  cublasMath_t mode;
+  if (cublasGetMathMode(h, &mode) != CUBLAS_STATUS_SUCCESS || mode != CUBLAS_DEFAULT_MATH) {
+    fprintf(stderr, "cuBLAS is not in CUBLAS_DEFAULT_MATH: the comparison would not be fp32\n");
+    return 1;
+  }
+  const std::vector<call> suite = make_suite(seed, o.quick ? kQuickShapes : kShapes);
+  printf("suite: %zu shapes from seed %llu (M, N, K log-uniform over 1..16384, at most %.3g flop)\n", suite.size(),
+         seed, kMaxFlop);
+  printf("check: ktune and the oracle's winner against cuBLAS, relative Frobenius error <= 64 * 2^-24 * sqrt(K)\n\n");
+  printf("%-20s %-8s %9s %9s %9s %8s %8s  %s\n", "shape MxNxK", "kind", "ktune", "oracle", "cuBLAS", "kt/cuBLAS",
+         "disp/orc", "dispatched / oracle");
+
+  bench_csv csv(o.out + "/matmul_random.csv",
+                "shape,m,n,k,lda,ldb,ldc,offset,kind,ktune_ms,oracle_ms,cublas_ms,ktune_over_cublas,"
+                "dispatch_over_oracle,dispatched,oracle,rel_err_ktune,rel_err_oracle,bound,status,reason");
+  kt_rng rng = {seed ^ 0x5eedull};
+  double *scratch;
+  BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
+  std::vector<double> vs_cublas, vs_oracle, unaligned;
+  struct worst {
+    double r;
+    std::string line;
+  };
+  std::vector<worst> worsts;
+  int failed = 0;
+
+  for (const call &c : suite) {
+    const size_t na = (size_t)c.m * c.lda + 64, nb = (size_t)c.k * c.ldb + 64, nc = (size_t)c.m * c.ldc + 64;
+    float *A0, *B0, *C0, *R0, *O0;
+    BENCH_CUDA(cudaMalloc(&A0, na * sizeof(float)));
+    BENCH_CUDA(cudaMalloc(&B0, nb * sizeof(float)));
+    BENCH_CUDA(cudaMalloc(&C0, nc * sizeof(float)));
+    BENCH_CUDA(cudaMalloc(&R0, nc * sizeof(float)));
+    BENCH_CUDA(cudaMalloc(&O0, nc * sizeof(float)));
+    float *A = A0 + c.offset, *B = B0 + c.offset, *C = C0 + c.offset, *R = R0 + c.offset, *O = O0 + c.offset;
+    fill(A0, na, &rng, d);
+    fill(B0, nb, &rng, d);
+    BENCH_CUDA(cudaMemset(C0, 0xff, nc * sizeof(float))); /* NaN: unwritten elements fail the check */
+    BENCH_CUDA(cudaMemset(O0, 0xff, nc * sizeof(float)));
+    BENCH_CUDA(cudaDeviceSynchronize());
+    const float one = 1.0f, zero = 0.0f;
+    auto run_cublas = [&]() -> int {
+      cublasStatus_t st = cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, c.n, c.m, c.k, &one, B, (int)c.ldb, A, (int)c.lda,
+                                      &zero, R, (int)c.ldc);
+      return st == CUBLAS_STATUS_SUCCESS ? 0 : bench_fail("cublasSgemm: %s", cublasGetStatusString(st));
+    };
+    auto run_ktune = [&]() -> int {
+      int r = kt_matmul(ctx, c.m, c.n, c.k, 1.0f, A, c.lda, B, c.ldb, 0.0f, C, c.ldc, 0);
+      return r == KT_OK ? 0 : bench_fail("kt_matmul: %s", kt_strerror(r));
+    };
+    kt_choice choice = {};
+    if (kt_matmul_choice(ctx, c.m, c.n, c.k, A, c.lda, B, c.ldb, C, c.ldc, &choice) != KT_OK)
+      snprintf(choice.variant, sizeof choice.variant, "(no choice)");
+    const bench_time_result t_kt = bench_time(run_ktune, flush, reps);
+    const bench_time_result t_cb = bench_time(run_cublas, flush, reps);
+
+    /* The oracle: every variant that can serve this call. */
+    const kt_variant *best = nullptr;
+    double best_ms = INFINITY;
+    for (int i = 0; i < kt_registry_count; ++i) {
+      const kt_variant *v = &kt_registry[i];
+      if (!kt_matmul_serves(v, &d.info, A, c.lda, B, c.ldb, C, c.ldc))
+        continue;
+      kt_matmul_args a = {};
+      a.M = c.m, a.N = c.n, a.K = c.k, a.alpha = 1.0f, a.beta = 0.0f;
+      a.A = A, a.B = B, a.C = O, a.lda = c.lda, a.ldb = c.ldb, a.ldc = c.ldc;
+      a.sm_count = d.info.sm_count;
+      a.pool = kt_device_pool(d.info.ordinal);
+      auto run_v = [&]() -> int { return v->launch(&a, 0); };
+      const bench_time_result t = bench_time(run_v, flush, oracle_reps);
+      if (t.ok && t.ms < best_ms) {
+        best_ms = t.ms;
+        best = v;
+      }
+    }
+    /* The oracle winner's result, from a run of its own. */
+    double err_or = NAN;
+    if (best) {
+      BENCH_CUDA(cudaMemset(O0, 0xff, nc * sizeof(float)));
+      kt_matmul_args a = {};
+      a.M = c.m, a.N = c.n, a.K = c.k, a.alpha = 1.0f, a.beta = 0.0f;
+      a.A = A, a.B = B, a.C = O, a.lda = c.lda, a.ldb = c.ldb, a.ldc = c.ldc;
+      a.sm_count = d.info.sm_count;
+      a.pool = kt_device_pool(d.info.ordinal);
+      BENCH_CUDA((cudaError_t)best->launch(&a, 0));
+      BENCH_CUDA(cudaDeviceSynchronize());
+      err_or = rel_error_2d(O, R, c, scratch, d);
+    }
+    const double bound = error_bound(c.k);
+    const double err_kt = t_kt.ok && t_cb.ok ? rel_error_2d(C, R, c, scratch, d) : NAN;
+    const bool ok = t_kt.ok && t_cb.ok && err_kt <= bound && best && err_or <= bound;
+    const double r_cb = t_cb.ms / t_kt.ms, r_or = best_ms / t_kt.ms;
+    char name[64];
+    snprintf(name, sizeof name, "%dx%dx%d", c.m, c.n, c.k);
+    const double gflop = 2.0 * c.m * c.n * (double)c.k * 1e-9;
+    if (ok) {
+      vs_cublas.push_back(r_cb);
+      vs_oracle.push_back(std::min(r_or, 1.0)); /* the oracle is ktune's best: timing noise above 1 is noise */
+      if (!strcmp(c.kind, "ld%4!=0"))
+        unaligned.push_back(r_cb);
+      char line[512];
+      snprintf(line, sizeof line,
+               "%s %s lda %lld ldb %lld ldc %lld: kt/cuBLAS %.3f, dispatch/oracle %.3f; dispatched %s, oracle %s", name,
+               c.kind, c.lda, c.ldb, c.ldc, r_cb, r_or, choice.variant, best ? best->name : "-");
+      worsts.push_back({std::min(r_cb, r_or), line});
+    } else
+      ++failed;
+    printf("%-20s %-8s %9.2f %9.2f %9.2f %8.3f %8.3f  %s / %s%s\n", name, c.kind, gflop / t_kt.ms, gflop / best_ms,
+           gflop / t_cb.ms, r_cb, r_or, choice.variant, best ? best->name : "-", ok ? "" : "  FAILED");
+    if (!ok)
+      printf("  ktune %s (err %.2e), cuBLAS %s, oracle err %.2e, bound %.2e\n", t_kt.ok ? "ran" : t_kt.err.c_str(),
+             err_kt, t_cb.ok ? "ran" : t_cb.err.c_str(), err_or, bound);
+    fflush(stdout);
+    std::string reason = choice.reason;
+    std::replace(reason.begin(), reason.end(), ',', ';');
+    csv.row("%s,%d,%d,%d,%lld,%lld,%lld,%d,%s,%.5f,%.5f,%.5f,%.4f,%.4f,%s,%s,%.3e,%.3e,%.3e,%s,%s", name, c.m, c.n, c.k,
+            c.lda, c.ldb, c.ldc, c.offset, c.kind, t_kt.ms, best_ms, t_cb.ms, r_cb, r_or, choice.variant,
+            best ? best->name : "-", err_kt, err_or, bound, ok ? "ok" : "FAILED", reason.c_str());
+    cudaFree(A0);
+    cudaFree(B0);
+    cudaFree(C0);
+    cudaFree(R0);
+    cudaFree(O0);
+  }
+
+  printf("\n");
+  summary("ktune / cuBLAS", vs_cublas);
+  summary("dispatch / oracle (capped at 1)", vs_oracle);
+  summary("ktune / cuBLAS, ld % 4 != 0", unaligned);
+  if (failed)
+    printf("%d shape%s FAILED (left out of the summary)\n", failed, failed > 1 ? "s" : "");
+  std::sort(worsts.begin(), worsts.end(), [](const worst &a, const worst &b) { return a.r < b.r; });
+  printf("\nworst five:\n");
+  for (size_t i = 0; i < worsts.size() && i < 5; ++i)
+    printf("  %s\n", worsts[i].line.c_str());
+  printf("\ncsv: %s/matmul_random.csv\n", o.out.c_str());
+  plot(o, d);
+  cudaFree(scratch);
+  cudaFree(flush.p);
+  cublasDestroy(h);
+  kt_close(ctx);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,89 @@
+/* bench/matmul_check.cuh: random fp32 inputs and the check of a matmul
+ * result against cuBLAS's, shared by the matmul benches.  Included by one
+ * .cu each (static functions). */
+#ifndef KT_BENCH_MATMUL_CHECK_CUH
+#define KT_BENCH_MATMUL_CHECK_CUH
+
+#include <cmath>
+#include <cstdint>
+
+#include "bench_common.h"
+
+/* ---- device helpers ------------------------------------------------------ */
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z)
+{
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* x[i] = an odd multiple of 2^-23 minus 1: uniform over (-1, 1), exact in
+ * fp32, and never zero (2^23 is even), so no product vanishes. */
+__global__ void fill_random(float *x, size_t n, uint64_t seed)
+{
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint64_t u = mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1)) >> 41; /* 23 bits */
+    x[i] = (float)(2 * u + 1) * 0x1p-23f - 1.0f;
+  }
+}
+
+/* out[0] += sum (x - ref)^2, out[1] += sum ref^2, in double.  A NaN in x
+ * (an element the kernel never wrote) makes out[0] NaN. */
+__global__ void diff_norms(const float *x, const float *ref, size_t n, double *out)
+{
+  double d2 = 0, r2 = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const double r = ref[i], d = (double)x[i] - r;
+    d2 += d * d;
+    r2 += r * r;
+  }
+  for (int off = 16; off > 0; off >>= 1) {
+    d2 += __shfl_down_sync(0xffffffffu, d2, off);
+    r2 += __shfl_down_sync(0xffffffffu, r2, off);
+  }
+  if ((threadIdx.x & 31) == 0) {
+    atomicAdd(&out[0], d2);
+    atomicAdd(&out[1], r2);
+  }
+}
+
+static void fill(float *x, size_t n, kt_rng *rng, const bench_device &d)
+{
+  fill_random<<<d.info.sm_count * 8, 256>>>(x, n, kt_rng_next(rng));
+  BENCH_CUDA(cudaGetLastError());
+}
+
+/* ||x - ref||_F / ||ref||_F */
+static double rel_error(const float *x, const float *ref, size_t n, double *scratch, const bench_device &d)
+{
+  BENCH_CUDA(cudaMemset(scratch, 0, 2 * sizeof(double)));
+  diff_norms<<<d.info.sm_count * 8, 256>>>(x, ref, n, scratch);
+  BENCH_CUDA(cudaGetLastError());
+  double h[2];
+  BENCH_CUDA(cudaMemcpy(h, scratch, sizeof h, cudaMemcpyDeviceToHost));
+  return sqrt(h[0]) / sqrt(h[1]);
+}
+
+/* The bound on ktune's relative Frobenius error against cuBLAS.
+ *
+ * A different criterion from the componentwise worst-case bound that the
+ * tuner and the GPU tests check every variant against (kt_tune_matmul_bound,
+ * tuner/matmul.h): that one compares each element with a double-precision
+ * reference on the host, too slow for the suite's large shapes; this one
+ * compares the whole matrix with another fp32 result on the GPU, and its
+ * allowance is statistical rather than worst-case.
+ *
+ * Both are fp32 sums of K products in different orders.  For independent
+ * inputs of mean zero, rounding errors add like a random walk: a sequential
+ * sum's relative error is about u * sqrt(K) / sqrt(6) (u = 2^-24), blocked
+ * or tree orders less, so the two results differ by about u * sqrt(K).  We
+ * allow 64 times that.  It still catches real bugs: one dropped or doubled
+ * term of the K costs about 1 / sqrt(K) relative error, above the bound for
+ * every K < 2^18; wrong indexing costs O(1). */
+static double error_bound(int K)
+{
+  return 64.0 * 0x1p-24 * sqrt((double)K);
+}
+
+#endif
