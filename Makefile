@@ -20,6 +20,10 @@ TUNE_ARGS ?=
 # Build only the variants whose names match these comma-separated Lua
 # patterns (plus the defaults), e.g. ONLY='matmul_wt_128x128.*': quick tunes.
 ONLY ?=
+# NO_PRUNE=1 keeps every variant that can be built, also those that the
+# spaces' prune rules drop because measurements (on the GPU each rule names)
+# showed they cannot win: the whole feasible space, for tuning a new GPU.
+NO_PRUNE ?=
 NPROC ?= $(shell nproc 2>/dev/null || echo 4)
 V ?= 0
 
@@ -32,7 +36,8 @@ Q :=
 say :=
 endif
 
-GEN_ONLY := $(if $(ONLY),--only '$(ONLY)')
+NO_PRUNE_ON := $(if $(filter-out 0,$(NO_PRUNE)),1)
+GEN_FLAGS := $(if $(NO_PRUNE_ON),--no-prune) $(if $(ONLY),--only '$(ONLY)')
 ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
 GENCODE := -gencode=arch=compute_$(ARCH_NUM),code=[sm_$(ARCH_NUM),compute_$(ARCH_NUM)]
 CUDA_INC := -I$(CUDA_HOME)/include
@@ -44,13 +49,13 @@ CRITERION_LIBS := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcrit
 LIBS := $(SQLITE_LIBS) $(CUDA_LIB) -lstdc++ -lpthread -lm
 
 # generated/variants.mk lists the variants; make regenerates it (and re-reads
-# it) whenever a template, a space, the generator or ARCH changes.
+# it) whenever a template, a space, the generator, ARCH, ONLY or NO_PRUNE changes.
 NO_GEN_GOALS := clean deps help
 ifeq ($(filter-out $(NO_GEN_GOALS),$(or $(MAKECMDGOALS),all)),)
 else
 -include generated/variants.mk
 endif
-ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY),$(ARCH)|$(ONLY))
+ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY)|$(KT_GENERATED_NO_PRUNE),$(ARCH)|$(ONLY)|$(NO_PRUNE_ON))
 FORCE_GEN := FORCE
 endif
 
@@ -74,6 +79,10 @@ help:
 	@echo "make test       generator, database, dispatch and API tests; GPU tests when a GPU is present"
 	@echo "make bench      ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
 	@echo "make clean      remove build/ and generated/"
+	@echo "settings (make VAR=value ...):"
+	@echo "  ARCH=$(ARCH)      target architecture (default: the present GPU's)"
+	@echo "  NO_PRUNE=1      also keep what the spaces' prune rules drop: the whole feasible space, for a new GPU"
+	@echo "  V=1             show the commands"
 
 # ---- dependencies: apt-get when we may, else say the exact command ----------
 DEB_PKGS := lua5.4 lua-penlight lua-busted libcriterion-dev libsqlite3-dev pkg-config
@@ -94,11 +103,11 @@ deps:
 
 # ---- generation ------------------------------------------------------------
 generate: deps
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain $(GEN_ONLY)
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain $(GEN_FLAGS)
 
 generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN) | deps
 	$(call say,GEN,generated/ for $(ARCH))
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet $(GEN_ONLY)
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet $(GEN_FLAGS)
 	@touch $@ # the generator leaves unchanged files alone; this one marks the run
 
 generated/registry.c generated/registry.h: | generated/variants.mk

@@ -1,6 +1,12 @@
 -- generator/ktgen.lua: expand every kernel family over its parameter space.
 --
---   lua5.4 generator/ktgen.lua --arch sm_90 [--out generated] [--explain] [--only PATTERNS]
+--   lua5.4 generator/ktgen.lua --arch sm_90 [--out generated] [--explain] [--no-prune] [--only PATTERNS]
+--
+-- --no-prune keeps every configuration that can be built, including those
+-- that the spaces' prune rules drop because measurements showed they cannot
+-- win (on the GPU each rule names): the whole feasible space, for tuning a
+-- new GPU.  A variant that pruning keeps has the same file either way; one
+-- that only --no-prune keeps names --no-prune in its header's command.
 --
 -- --only keeps just the variants whose names match one of PATTERNS (comma-
 -- separated Lua patterns, anchored at both ends), plus every family's
@@ -9,7 +15,7 @@
 -- the command without it), so its hash, and what was tuned, stay valid.
 --
 -- Reads templates/<family>.space.lua and the template it names, drops every
--- configuration that breaks a constraint, and writes one .cu per kept
+-- configuration that breaks a constraint or a prune rule, and writes one .cu per kept
 -- variant to <out>/<family>/<name>.cu, plus <out>/registry.{c,h} and
 -- <out>/variants.mk.  All errors are collected first; nothing is written
 -- unless the whole run is clean, and files whose content is unchanged are
@@ -28,7 +34,7 @@ local FAMILIES = { "matmul", "hist" }
 local function usage(msg)
   io.stderr:write((msg and ("ktgen: " .. msg .. "\n") or "") ..
     "usage: lua5.4 generator/ktgen.lua --arch ARCH [--out DIR] [--templates DIR] [--explain] [--quiet] [--check]\n" ..
-    "                                  [--only PATTERN,PATTERN...]\n" ..
+    "                                  [--no-prune] [--only PATTERN,PATTERN...]\n" ..
     "  ARCH is one of: " .. table.concat(targets.names(), " ") .. "\n")
   os.exit(2)
 end
@@ -44,6 +50,7 @@ local function parse_args(argv)
     elseif a == "--explain" then o.explain = true
     elseif a == "--quiet" then o.quiet = true
     elseif a == "--check" then o.check = true
+    elseif a == "--no-prune" then o.no_prune = true
     elseif a == "--only" then
       o.only = argv[i + 1]; i = i + 1
       if not o.only or o.only:match("^%-%-") or not o.only:match("[^,%s]") then usage("--only needs patterns") end
@@ -130,9 +137,49 @@ local function select_only(s, kept, dropped, patterns)
     end
     if hit then matched = matched + 1 end
     if hit or is_default[v.name] then out[#out + 1] = v
-    else dropped[#dropped + 1] = { v = v, reasons = { "not selected by --only" } } end
+    else dropped[#dropped + 1] = { v = v, kind = "only", reasons = { "not selected by --only" } } end
   end
   return out, matched
+end
+
+-- What was kept and dropped, and why: constraints (cannot be built),
+-- pruning (cannot win) and --only, each counted apart.  With --explain one
+-- line per configuration, else one line per reason with how many it dropped.
+local WORD = { constraint = "dropped", prune = "pruned", only = "skipped" }
+local function report(f, opts)
+  local n = { constraint = 0, prune = 0, only = 0 }
+  for _, d in ipairs(f.dropped) do n[d.kind] = n[d.kind] + 1 end
+  local would = 0
+  for _, v in ipairs(f.kept) do
+    if v.pruned then would = would + 1 end
+  end
+  io.write(("%s: %d variants kept, %d dropped (target %s): %d by constraints, %s%s\n"):format(
+    f.space.family, #f.kept, #f.dropped, opts.arch, n.constraint,
+    opts.no_prune and ("none by pruning (--no-prune; it would drop %d)"):format(would)
+      or ("%d by pruning"):format(n.prune),
+    opts.only and (", %d not selected by --only"):format(n.only) or ""))
+  if opts.explain then
+    for _, v in ipairs(f.kept) do
+      io.write("  kept    " .. v.name ..
+        (v.pruned and (" (pruning would drop it: " .. table.concat(v.pruned, "; ") .. ")") or "") .. "\n")
+    end
+    for _, d in ipairs(f.dropped) do
+      io.write(("  %-7s %s: %s\n"):format(WORD[d.kind], d.v.name, table.concat(d.reasons, "; ")))
+    end
+    return
+  end
+  for _, kind in ipairs({ "constraint", "prune", "only" }) do
+    local count, order = {}, {}
+    for _, d in ipairs(f.dropped) do
+      if d.kind == kind then
+        for _, r in ipairs(d.reasons) do
+          if not count[r] then count[r] = 0; order[#order + 1] = r end
+          count[r] = count[r] + 1
+        end
+      end
+    end
+    for _, r in ipairs(order) do io.write(("  %5d %s: %s\n"):format(count[r], WORD[kind], r)) end
+  end
 end
 
 local function main(argv)
@@ -143,8 +190,10 @@ local function main(argv)
   local command = "lua5.4 generator/ktgen.lua --arch " .. shell_quote(opts.arch) ..
     " --out " .. shell_quote(opts.out)
   if opts.templates ~= "templates" then command = command .. " --templates " .. shell_quote(opts.templates) end
-  -- Variant headers name the command without --only (see the top).
-  local reg_command = command .. (opts.only and (" --only " .. shell_quote(opts.only)) or "")
+  -- Variant headers name the command without --only, and with --no-prune
+  -- only when pruning would drop the variant (see the top).
+  local reg_command = command .. (opts.no_prune and " --no-prune" or "") ..
+    (opts.only and (" --only " .. shell_quote(opts.only)) or "")
 
   local families, only_matched = {}, 0
   for _, fam in ipairs(FAMILIES) do
@@ -154,7 +203,7 @@ local function main(argv)
       -- The space names its template from the project root; like the space,
       -- it is read from the --templates folder.
       if type(s.template) == "string" then s.template = opts.templates .. "/" .. s.template:match("[^/]*$") end
-      local kept, dropped = space.enumerate(s, t, errs)
+      local kept, dropped = space.enumerate(s, t, errs, { no_prune = opts.no_prune })
       if kept and opts.only then
         local matched
         kept, matched = select_only(s, kept, dropped, opts.only)
@@ -173,12 +222,12 @@ local function main(argv)
           local env = setmetatable({ target = t, name = v.name }, { __index = v })
           local body = render.expand(compiled, env, errs)
           if body then
-            local text = header(v, s.template, opts, command) .. body
+            local text = header(v, s.template, opts, command .. (v.pruned and " --no-prune" or "")) .. body
             v.source_hash = fnv1a64(text)
             files[#files + 1] = { path = opts.out .. "/" .. fam .. "/" .. v.name .. ".cu", text = text }
           end
         end
-        local defaults = registry.rank_defaults(s, kept, errs)
+        local defaults = registry.rank_defaults(s, kept, dropped, errs)
         families[#families + 1] = { space = s, kept = kept, dropped = dropped, files = files, defaults = defaults }
       end
     end
@@ -193,27 +242,8 @@ local function main(argv)
     return 1
   end
 
-  for _, f in ipairs(families) do
-    if not opts.quiet then
-      io.write(("%s: %d variants kept, %d dropped (target %s)\n"):format(
-        f.space.family, #f.kept, #f.dropped, opts.arch))
-      if opts.explain then
-        for _, v in ipairs(f.kept) do io.write("  kept    " .. v.name .. "\n") end
-        for _, d in ipairs(f.dropped) do
-          io.write("  dropped " .. d.v.name .. ": " .. table.concat(d.reasons, "; ") .. "\n")
-        end
-      else
-        -- Without --explain: one line per reason, with how many it dropped.
-        local count, order = {}, {}
-        for _, d in ipairs(f.dropped) do
-          for _, r in ipairs(d.reasons) do
-            if not count[r] then count[r] = 0; order[#order + 1] = r end
-            count[r] = count[r] + 1
-          end
-        end
-        for _, r in ipairs(order) do io.write(("  %4d dropped: %s\n"):format(count[r], r)) end
-      end
-    end
+  if not opts.quiet then
+    for _, f in ipairs(families) do report(f, opts) end
   end
   if opts.check then return 0 end
 

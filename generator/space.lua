@@ -2,9 +2,16 @@
 --
 -- A space file (templates/<family>.space.lua) returns plain data: the family,
 -- its template, family-wide constraints, and one or more kernels (algorithms),
--- each with ordered parameter value lists, a derive function, a name function
--- and its own constraints.  Each constraint is { "one-line reason", fn }
--- where fn(v, target) returns true when configuration v may exist.
+-- each with ordered parameter value lists, a derive function, a name function,
+-- its own constraints and its own prune list.  Each rule is
+-- { "one-line reason", fn } where fn(v, target) returns true to keep v.
+--
+-- The two lists say different things.  `constraints` hold what can be built
+-- on the target at all (hardware limits, what the kernel needs to be
+-- correct); `prune` holds what measurements showed cannot win, each reason
+-- citing the GPU and the measurement.  Pruning applies only to what the
+-- constraints keep, and --no-prune skips it, so that a new GPU can tune the
+-- whole feasible space.
 local diag = require("generator.diag")
 
 local space = {}
@@ -25,9 +32,9 @@ end
 -- Run fn under xpcall; turn a Lua error into a file:line diagnostic that
 -- points into the space file rather than into the generator.
 local function guarded(errs, file, fn, ...)
-  local ok, res = xpcall(fn, debug.traceback, ...)
-  if ok then return true, res end
-  errs:from_lua(res, file)
+  local res = table.pack(xpcall(fn, debug.traceback, ...))
+  if res[1] then return table.unpack(res, 1, res.n) end
+  errs:from_lua(res[2], file)
   return false
 end
 
@@ -60,10 +67,13 @@ function space.load(path, errs)
         errs:add(path, line, ("kernel %s: each parameter is { name, {values...}, \"meaning\" }"):format(tostring(k.algo)))
       end
     end
-    k.constraints = k.constraints or {}
-    for _, c in ipairs(k.constraints) do
-      if type(c[1]) ~= "string" or type(c[2]) ~= "function" then
-        errs:add(path, line, ("kernel %s: each constraint is { \"reason\", function(v, target) }"):format(tostring(k.algo)))
+    for _, list in ipairs({ "constraints", "prune" }) do
+      k[list] = k[list] or {}
+      for _, c in ipairs(k[list]) do
+        if type(c[1]) ~= "string" or type(c[2]) ~= "function" then
+          errs:add(path, line, ("kernel %s: each %s rule is { \"reason\", function(v, target) }"):format(
+            tostring(k.algo), list))
+        end
       end
     end
   end
@@ -100,36 +110,52 @@ local function product(params)
 end
 
 -- Enumerate every configuration of every kernel in the space for target t.
--- Returns kept and dropped lists; a dropped entry carries every reason it
--- broke, in the order the constraints are written.
-function space.enumerate(s, t, errs)
+-- Returns kept and dropped lists.  A dropped entry carries its kind,
+-- "constraint" (it cannot be built) or "prune" (it can, but cannot win),
+-- and every reason of that kind it broke, in the order they are written;
+-- prune rules are checked only for what the constraints keep.  With
+-- opts.no_prune, what pruning would drop is kept, with those reasons in
+-- v.pruned.
+function space.enumerate(s, t, errs, opts)
+  local no_prune = opts and opts.no_prune
   local kept, dropped, seen = {}, {}, {}
   for _, k in ipairs(s.kernels) do
     local param_names = {}
     for _, p in ipairs(k.params) do param_names[#param_names + 1] = p[1] end
-    -- derive, name and every constraint of one configuration; the reasons
-    -- it breaks, in the order the constraints are written.  One protected
-    -- call per configuration: a Lua error anywhere still becomes a
-    -- file:line diagnostic for the space file.
-    local function evaluate(v)
-      k.derive(v, t)
-      v.name = k.name(v)
+    local function broken(lists, v)
       local reasons = {}
-      for _, list in ipairs({ k.constraints, s.constraints }) do
+      for _, list in ipairs(lists) do
         for _, c in ipairs(list) do
           if not c[2](v, t) then reasons[#reasons + 1] = c[1] end
         end
       end
       return reasons
     end
+    -- derive, name, every constraint and then every prune rule of one
+    -- configuration: the kind of drop and its reasons.  One protected call
+    -- per configuration: a Lua error anywhere still becomes a file:line
+    -- diagnostic for the space file.
+    local function evaluate(v)
+      k.derive(v, t)
+      v.name = k.name(v)
+      local reasons = broken({ k.constraints, s.constraints }, v)
+      if #reasons > 0 then return "constraint", reasons end
+      reasons = broken({ k.prune }, v)
+      if #reasons == 0 then return nil end
+      if no_prune then
+        v.pruned = reasons
+        return nil
+      end
+      return "prune", reasons
+    end
     for _, v in ipairs(product(k.params)) do
       v.family, v.algo = s.family, k.algo
       v.param_names = param_names
-      local ok, reasons = guarded(errs, s.file, evaluate, v)
+      local ok, kind, reasons = guarded(errs, s.file, evaluate, v)
       if not ok then return nil end
       local name = v.name
-      if #reasons > 0 then
-        dropped[#dropped + 1] = { v = v, reasons = reasons }
+      if kind then
+        dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons }
       else
         local missing = {}
         for _, group in ipairs({ REQUIRED.common, REQUIRED[s.family] or {} }) do

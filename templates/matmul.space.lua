@@ -2,9 +2,14 @@
 --
 -- C = alpha * A * B + beta * C, row-major fp32, any M, N, K >= 1.
 -- Each kernel lists { parameter, {values}, "meaning" }; derive() computes
--- what follows from them; constraints drop what cannot build or cannot win,
--- each with the reason that `make generate --explain` prints.
+-- what follows from them; constraints drop what cannot be built, and prune
+-- what measurements showed cannot win, each with the reason that
+-- `make generate --explain` prints.
 local F = 4 -- bytes per float
+-- A prune reason: what an H100 measured (bench/reference/README.md).
+local function H100(reason)
+  return "H100 (bench/reference/README.md): " .. reason .. "; the rest lost by 2% or more"
+end
 local THREAD_TILE = { t4x4 = { 4, 4 }, t8x8 = { 8, 8 }, t8x16 = { 8, 16 } }
 
 local S = {
@@ -101,44 +106,47 @@ local S = {
           function(v, t) return v.cl == 1 or t.cc >= 90 end },
         { "one way of splitting K at a time", function(v) return v.cl == 1 or v.split == 1 end },
         { "cluster split-K: the tile's rows split evenly over the cluster", function(v) return v.bm % v.cl == 0 end },
-        -- What can win.  Measured on an H100 (bench/reference/): the
-        -- pairings, depths and hints left out lost to these by 2% or more.
-        { "block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..
-          "64x128, 128x64 and 128x128 with 8x8, 128x256 with 8x16 (one block per SM)",
+      },
+      -- What can win.  Measured on an H100 (bench/reference/README.md, "How
+      -- the matmul space was narrowed"): the pairings, depths and hints left
+      -- out lost to these by 2% or more.
+      prune = {
+        { H100("block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..
+          "64x128, 128x64 and 128x128 with 8x8, 128x256 with 8x16 (one block per SM)"),
           function(v)
             if v.tt == "t4x4" then return v.bm * v.bn <= 64 * 64 or (v.bm == 32 and v.bn == 128) end
             if v.tt == "t8x8" then return v.bm >= 64 and v.bn <= 128 and v.bm * v.bn >= 64 * 128 end
             return v.bm == 128 and v.bn == 256
           end },
-        { "BK 16, or 8 for 128x256 blocks and for 4-byte copies of B (v1)",
+        { H100("BK 16, or 8 for 128x256 blocks and for 4-byte copies of B (v1)"),
           function(v) return v.bk == (v.bn == 256 and 8 or 16) or v.vec == 1 end },
-        { "4-byte copies of B (unaligned calls): BK 8, 3 stages, no workspace split",
+        { H100("4-byte copies of B (unaligned calls): BK 8, 3 stages, no workspace split"),
           function(v) return v.vec == 4 or (v.bk == 8 and v.stages == 3 and v.split == 1) end },
-        { "2 to 4 stages for 128x128 blocks; 3 or 4 for the others; 3 when K is split or for 4x4 threads",
+        { H100("2 to 4 stages for 128x128 blocks; 3 or 4 for the others; 3 when K is split or for 4x4 threads"),
           function(v)
             if v.split > 1 or v.cl > 1 or v.tm * v.tn == 16 then return v.stages == 3 end
             return v.stages >= 3 or (v.bm == 128 and v.bn == 128)
           end },
-        { "the occupancy hint for 128x256 blocks (one per SM), 8x8 blocks of 128 threads and 4x4 blocks " ..
-          "of 256 threads; both ways for 128x128 blocks; none for 32x64 blocks",
+        { H100("the occupancy hint for 128x256 blocks (one per SM), 8x8 blocks of 128 threads and 4x4 blocks " ..
+          "of 256 threads; both ways for 128x128 blocks; none for 32x64 blocks"),
           function(v)
             if v.bm == 128 and v.bn == 128 then return true end
             if v.bn == 256 or (v.tm * v.tn == 64 and v.threads == 128) then return v.occ > 0 end
             if v.tm * v.tn == 16 then return (v.occ > 0) == (v.threads == 256) end
             return true
           end },
-        { "workspace split-K: 4 chunks for 128x128 and 64x128 blocks (long K on few tiles), " ..
-          "256 for 64x64 and 32x64 blocks (K much longer than M and N)",
+        { H100("workspace split-K: 4 chunks for 128x128 and 64x128 blocks (long K on few tiles), " ..
+          "256 for 64x64 and 32x64 blocks (K much longer than M and N)"),
           function(v)
             if v.split == 1 then return true end
             if v.split == 4 then return v.bn == 128 and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
             return v.bn == 64 and v.bm <= 64
           end },
-        { "cluster split-K for blocks up to 128x128",
+        { H100("cluster split-K for blocks up to 128x128"),
           function(v) return v.cl == 1 or v.bm * v.bn <= 128 * 128 end },
-        { "128x128 blocks in clusters with the occupancy hint (caps registers at 128 for the reduction)",
+        { H100("128x128 blocks in clusters with the occupancy hint (caps registers at 128 for the reduction)"),
           function(v) return v.cl == 1 or v.bm * v.bn < 128 * 128 or v.occ > 0 end },
-        { "4-byte copies (v1) for 128x128, 128x256 and 64x64 blocks",
+        { H100("4-byte copies (v1) for 128x128, 128x256 and 64x64 blocks"),
           function(v) return v.vec == 4 or (v.bm == 128 and v.bn >= 128) or (v.bm == 64 and v.bn == 64) end },
       },
     },

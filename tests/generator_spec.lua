@@ -103,6 +103,14 @@ local function count(t)
   return n
 end
 
+local function count_kind(dropped, kind)
+  local n = 0
+  for _, d in ipairs(dropped) do
+    if d.kind == kind then n = n + 1 end
+  end
+  return n
+end
+
 local function sorted_keys(t)
   local out = {}
   for k in pairs(t) do out[#out + 1] = k end
@@ -154,9 +162,9 @@ local function load_space(family)
   return s
 end
 
-local function enumerate(s, t)
+local function enumerate(s, t, opts)
   local errs = diag.new()
-  local kept, dropped = space.enumerate(s, t, errs)
+  local kept, dropped = space.enumerate(s, t, errs, opts)
   if not kept then
     local e = errs.list[1]
     error(("enumerate failed: %s:%d: %s"):format(e.file, e.line, e.msg))
@@ -188,6 +196,16 @@ local function constraints_of(s, k)
   for _, c in ipairs(k.constraints or {}) do list[#list + 1] = c end
   for _, c in ipairs(s.constraints or {}) do list[#list + 1] = c end
   return list
+end
+
+-- The rules of one kind ("constraint" or "prune") that v breaks, in order.
+local function broken_rules(s, v, t, kind)
+  local k = kernel_of(s, v.algo)
+  local out = {}
+  for _, c in ipairs(kind == "prune" and (k.prune or {}) or constraints_of(s, k)) do
+    if not c[2](v, t) then out[#out + 1] = c[1] end
+  end
+  return out
 end
 
 -- One configuration's parameter values, as a string that identifies it.
@@ -335,13 +353,15 @@ describe("ktgen", function()
   end
 
   describe("constraints", function()
-    it("each family and kernel has constraints with distinct, non-empty reasons", function()
+    it("each family and kernel has constraints and prune rules with distinct, non-empty reasons", function()
       local problems = {}
       for _, family in ipairs(FAMILIES) do
         local s = load_space(family)
         for _, k in ipairs(s.kernels) do
           local seen = {}
-          for _, c in ipairs(constraints_of(s, k)) do
+          local rules = constraints_of(s, k)
+          for _, c in ipairs(k.prune or {}) do rules[#rules + 1] = c end
+          for _, c in ipairs(rules) do
             if c[1] == "" then problems[#problems + 1] = family .. "/" .. k.algo .. ": empty reason" end
             if seen[c[1]] then problems[#problems + 1] = family .. "/" .. k.algo .. ": reason twice: " .. c[1] end
             seen[c[1]] = true
@@ -381,15 +401,15 @@ describe("ktgen", function()
       assert.are.same({}, problems)
     end)
 
-    it("every kept configuration passes every constraint, on every target", function()
+    it("every kept configuration passes every constraint and every prune rule, on every target", function()
       local problems = {}
       each_space_and_target(function(family, s, arch)
       local t = targets.get(arch)
       local kept = enumerate(s, t)
       for _, v in ipairs(kept) do
-        for _, c in ipairs(constraints_of(s, kernel_of(s, v.algo))) do
-          if not c[2](v, t) then
-            problems[#problems + 1] = ("%s kept %s, which breaks: %s"):format(arch, v.name, c[1])
+        for _, kind in ipairs({ "constraint", "prune" }) do
+          for _, r in ipairs(broken_rules(s, v, t, kind)) do
+            problems[#problems + 1] = ("%s kept %s, which breaks: %s"):format(arch, v.name, r)
           end
         end
       end
@@ -397,19 +417,127 @@ describe("ktgen", function()
       assert.are.same({}, problems)
     end)
 
-    it("every dropped configuration lists exactly the constraints it breaks, in order", function()
+    -- A configuration is dropped by the constraints (it cannot be built),
+    -- or else by pruning (it cannot win): never both, and pruning lists only
+    -- the prune rules it breaks.
+    it("every dropped configuration lists exactly the constraints, or else the prune rules, it breaks", function()
       local problems = {}
       each_space_and_target(function(family, s, arch)
       local t = targets.get(arch)
       local _, dropped = enumerate(s, t)
       for _, d in ipairs(dropped) do
-        local broken = {}
-        for _, c in ipairs(constraints_of(s, kernel_of(s, d.v.algo))) do
-          if not c[2](d.v, t) then broken[#broken + 1] = c[1] end
+        local constraints = broken_rules(s, d.v, t, "constraint")
+        local expected = constraints
+        if d.kind == "prune" then
+          expected = broken_rules(s, d.v, t, "prune")
+          if #constraints > 0 then
+            problems[#problems + 1] = ("%s pruned %s, which cannot be built: %s"):format(
+              arch, d.v.name, table.concat(constraints, "; "))
+          end
+        elseif d.kind ~= "constraint" then
+          problems[#problems + 1] = ("%s dropped %s as %s"):format(arch, d.v.name, tostring(d.kind))
         end
-        if #broken == 0 or table.concat(broken, "\n") ~= table.concat(d.reasons, "\n") then
-          problems[#problems + 1] = ("%s dropped %s for {%s} but it breaks {%s}"):format(
-            arch, d.v.name, table.concat(d.reasons, "; "), table.concat(broken, "; "))
+        if #expected == 0 or table.concat(expected, "\n") ~= table.concat(d.reasons, "\n") then
+          problems[#problems + 1] = ("%s dropped %s (%s) for {%s} but it breaks {%s}"):format(
+            arch, d.v.name, tostring(d.kind), table.concat(d.reasons, "; "), table.concat(expected, "; "))
+        end
+      end
+      end)
+      assert.are.same({}, problems)
+    end)
+
+    it("every prune rule drops a configuration that the constraints keep, with its reason (on some target)",
+      function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        local shown = {}
+        for _, arch in ipairs(TARGETS) do
+          local _, dropped = enumerate(s, targets.get(arch))
+          for _, d in ipairs(dropped) do
+            if d.kind == "prune" then
+              for _, r in ipairs(d.reasons) do shown[d.v.algo .. "\0" .. r] = true end
+            end
+          end
+        end
+        for _, k in ipairs(s.kernels) do
+          for _, c in ipairs(k.prune or {}) do
+            if not shown[k.algo .. "\0" .. c[1]] then
+              problems[#problems + 1] = family .. "/" .. k.algo .. " never prunes for: " .. c[1]
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    -- What pruning drops must be a measured loss: each reason starts with
+    -- the GPU it was measured on and, in parentheses, the file that records
+    -- the measurement, e.g. "H100 (bench/reference/README.md): ...".
+    it("every prune reason names the GPU and the file with the measurement", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, k in ipairs(s.kernels) do
+          for _, c in ipairs(k.prune or {}) do
+            local gpu, source = c[1]:match("^(%u[%w%-]*%d[%w%-]*) %(([^),]+)[^)]*%): %S")
+            if not gpu then
+              problems[#problems + 1] = family .. "/" .. k.algo .. ": names no GPU and source: " .. c[1]
+            elseif not exists(source) then
+              problems[#problems + 1] = family .. "/" .. k.algo .. ": cites a missing file " .. source
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("--no-prune keeps a superset: what pruning drops, each configuration passing every constraint", function()
+      local problems = {}
+      each_space_and_target(function(family, s, arch)
+      local t = targets.get(arch)
+      local kept, dropped = enumerate(s, t)
+      local all, all_dropped = enumerate(s, t, { no_prune = true })
+      local expected = {}
+      for _, v in ipairs(kept) do expected[v.name] = "kept" end
+      for _, d in ipairs(dropped) do
+        if d.kind == "prune" then expected[d.v.name] = "pruned" end
+        if d.kind == "constraint" then expected[d.v.name] = "infeasible" end
+      end
+      for _, d in ipairs(all_dropped) do
+        if d.kind ~= "constraint" or expected[d.v.name] ~= "infeasible" then
+          problems[#problems + 1] = ("%s --no-prune dropped %s (%s), which was %s"):format(
+            arch, d.v.name, tostring(d.kind), tostring(expected[d.v.name]))
+        end
+      end
+      for _, v in ipairs(all) do
+        local was = expected[v.name]
+        if was ~= "kept" and was ~= "pruned" then
+          problems[#problems + 1] = ("%s --no-prune kept %s, which was %s"):format(arch, v.name, tostring(was))
+        end
+        if (was == "pruned") ~= (v.pruned ~= nil) then
+          problems[#problems + 1] = arch .. " " .. v.name .. ": pruned is not marked as such"
+        end
+        local bad = broken_rules(s, v, t, "constraint")
+        if #bad > 0 then problems[#problems + 1] = arch .. " --no-prune kept " .. v.name .. ": " .. bad[1] end
+      end
+      if #all ~= #kept + count_kind(dropped, "prune") then
+        problems[#problems + 1] = ("%s %s: --no-prune keeps %d, not %d kept + %d pruned"):format(
+          family, arch, #all, #kept, count_kind(dropped, "prune"))
+      end
+      end)
+      assert.are.same({}, problems)
+    end)
+
+    it("never prunes a default: on every target each default is kept or cannot be built", function()
+      local problems = {}
+      each_space_and_target(function(family, s, arch)
+      local is_default = {}
+      for _, name in ipairs(s.defaults or {}) do is_default[name] = true end
+      local _, dropped = enumerate(s, targets.get(arch))
+      for _, d in ipairs(dropped) do
+        if is_default[d.v.name] and d.kind ~= "constraint" then
+          problems[#problems + 1] = arch .. ": default " .. d.v.name .. " is dropped by " .. d.kind
         end
       end
       end)
@@ -436,15 +564,33 @@ describe("ktgen", function()
             end
           end
         end
+        -- Kernel k needs no more probes once its own constraints and the
+        -- family-wide ones have each been shown (by any kernel, for those).
+        local function all_shown(k)
+          for _, c in ipairs(k.constraints or {}) do
+            if not shown[k.algo .. "\0" .. c[1]] then return false end
+          end
+          for _, c in ipairs(s.constraints or {}) do
+            local any = false
+            for _, other in ipairs(s.kernels) do any = any or shown[other.algo .. "\0" .. c[1]] end
+            if not any then return false end
+          end
+          return true
+        end
         for _, arch in ipairs(TARGETS) do
           local t = targets.get(arch)
           local _, dropped = enumerate(s, t)
           collect(dropped, t)
+        end
+        for _, arch in ipairs(TARGETS) do
+          local t = targets.get(arch)
           for _, k in ipairs(s.kernels) do
             for i, p in ipairs(k.params) do
               for _, value in ipairs(probe_values(p[2])) do
-                local _, probe_dropped = space.enumerate(probe_space(s, k, i, value), t, diag.new())
-                if probe_dropped then collect(probe_dropped, t) end
+                if not all_shown(k) then
+                  local _, probe_dropped = space.enumerate(probe_space(s, k, i, value), t, diag.new())
+                  if probe_dropped then collect(probe_dropped, t) end
+                end
               end
             end
           end
@@ -644,6 +790,55 @@ describe("ktgen", function()
       local code, _, err = ktgen("--arch sm_90 --out " .. dir .. "/bad --only 'matmul_wt_[12'")
       assert.are.equal(2, code)
       assert.is_truthy(err:find("bad --only pattern", 1, true), err)
+    end)
+
+    -- --no-prune adds the pruned variants; the others keep their files byte
+    -- for byte (tuned entries stay valid), and the defaults stay the same.
+    it("--no-prune also writes what pruning drops, each other file as the pruned run writes it", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local arch = "sm_86"
+      ktgen_ok("--arch " .. arch .. " --out " .. dir .. "/out --quiet --no-prune")
+      assert(os.rename(dir .. "/out", dir .. "/all"))
+      ktgen_ok("--arch " .. arch .. " --out " .. dir .. "/out --quiet")
+      local all, pruned = tree(dir .. "/all"), tree(dir .. "/out")
+      local want = {} -- path -> true for what only --no-prune writes
+      for _, family in ipairs(FAMILIES) do
+        local _, dropped = enumerate(load_space(family), targets.get(arch))
+        for _, d in ipairs(dropped) do
+          if d.kind == "prune" then want[family .. "/" .. d.v.name .. ".cu"] = true end
+        end
+      end
+      local problems = {}
+      for path, text in pairs(pruned) do
+        if path:match("%.cu$") and all[path] ~= text then problems[#problems + 1] = "differs: " .. path end
+      end
+      for path, text in pairs(all) do
+        if path:match("%.cu$") and not pruned[path] then
+          if not want[path] then problems[#problems + 1] = "not pruned, yet only in --no-prune: " .. path end
+          want[path] = nil
+          local h = parse_header(text)
+          if not (h and h.command == "lua5.4 generator/ktgen.lua --arch " .. arch .. " --out " .. dir ..
+            "/out --no-prune") then
+            problems[#problems + 1] = path .. ": header command " .. tostring(h and h.command)
+          end
+        end
+      end
+      for path in pairs(want) do problems[#problems + 1] = "pruned, yet not written: " .. path end
+      local function defaults(registry_c)
+        local out = {}
+        for name, e in pairs((parse_registry(registry_c))) do
+          if tonumber(e.default_rank) > 0 then out[#out + 1] = e.default_rank .. " " .. name end
+        end
+        table.sort(out)
+        return table.concat(out, ", ")
+      end
+      table.sort(problems)
+      assert.are.same({}, problems)
+      assert.is_true(count(all) > count(pruned))
+      assert.are.equal(defaults(pruned["registry.c"]), defaults(all["registry.c"]))
+      assert.is_truthy(all["variants.mk"]:find("\nKT_GENERATED_NO_PRUNE := 1\n", 1, true))
+      assert.is_truthy(pruned["variants.mk"]:find("\nKT_GENERATED_NO_PRUNE := \n", 1, true))
     end)
 
     it("writes every file on the first run and rewrites none on a rerun", function()
