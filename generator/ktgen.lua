@@ -222,7 +222,8 @@ local function main(argv)
           local env = setmetatable({ target = t, name = v.name }, { __index = v })
           local body = render.expand(compiled, env, errs)
           if body then
-            local text = header(v, s.template, opts, command .. (v.pruned and " --no-prune" or "")) .. body
+            local text = header(v, s.template, opts, command .. (v.pruned and " --no-prune" or "")) ..
+              registry.abi_guard() .. body
             v.source_hash = fnv1a64(text)
             files[#files + 1] = { path = opts.out .. "/" .. fam .. "/" .. v.name .. ".cu", text = text }
           end

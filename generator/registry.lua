@@ -8,6 +8,18 @@ local registry = {}
 
 registry.VERSION = "1.1"
 
+-- The version of runtime/kt_variant.h (KT_ABI_VERSION) that the generated
+-- code is written for: the one place it is stated on this side.  Every
+-- generated C and CUDA file carries abi_guard(), so a mismatch fails the
+-- build instead of linking structs of another layout.
+registry.ABI = 3
+
+function registry.abi_guard()
+  return ('#include "kt_variant.h"\n#if KT_ABI_VERSION != %d\n' ..
+    '#error "this file was generated for kt_variant.h ABI %d: run make generate"\n#endif\n'):format(
+    registry.ABI, registry.ABI)
+end
+
 local FAMILY_ENUM = { matmul = "KT_FAMILY_MATMUL", hist = "KT_FAMILY_HIST" }
 
 -- A family's space lists `defaults`: variant names in order of preference
@@ -48,7 +60,7 @@ function registry.emit(families, opts, command)
     " for " .. opts.arch .. ".\n * Regenerate from the project root with:\n *     " .. command .. "\n */\n"
 
   h[#h + 1] = banner
-  h[#h + 1] = "#ifndef KT_REGISTRY_H\n#define KT_REGISTRY_H\n#include \"kt_variant.h\"\n"
+  h[#h + 1] = "#ifndef KT_REGISTRY_H\n#define KT_REGISTRY_H\n" .. registry.abi_guard()
   h[#h + 1] = ("#define KT_GENERATOR_VERSION %s\n#define KT_TARGET_ARCH %s\n"):format(
     cstr(registry.VERSION), cstr(opts.arch))
   h[#h + 1] = "#ifdef __cplusplus\nextern \"C\" {\n#endif\n"
@@ -57,7 +69,7 @@ function registry.emit(families, opts, command)
   h[#h + 1] = "#ifdef __cplusplus\n}\n#endif\n#endif\n"
 
   c[#c + 1] = banner
-  c[#c + 1] = "#include \"registry.h\"\n\n"
+  c[#c + 1] = "#include \"registry.h\"\n" .. registry.abi_guard() .. "\n"
   c[#c + 1] = ("const char kt_registry_generator_version[] = %s;\nconst char kt_registry_target[] = %s;\n\n")
     :format(cstr(registry.VERSION), cstr(opts.arch))
   for _, f in ipairs(families) do

@@ -2,15 +2,11 @@
 @ -- bins[clamp(s, 0, nbins - 1)] += 1 for every sample; the output is
 @ -- overwritten.  The space (templates/hist.space.lua) sets `algo` and the
 @ -- values used below.
-#include "kt_variant.h"
 #include <stdint.h>
 @ if algo == "dsm" then
 #include <cooperative_groups.h>
 namespace cg = cooperative_groups;
 @ end
-#if KT_ABI_VERSION != 3
-#error "this file was generated for kt_variant.h ABI 3: run make generate"
-#endif
 
 constexpr int THREADS = $(threads);
 constexpr int IPT = $(ipt); // int4 loads in flight per thread per loop step

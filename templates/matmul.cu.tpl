@@ -1,10 +1,6 @@
 @ -- templates/matmul.cu.tpl: the matmul family, C = alpha * A * B + beta * C.
 @ -- Row-major fp32 with leading dimensions; any M, N, K >= 1.  The space
 @ -- (templates/matmul.space.lua) sets `algo` and the values used below.
-#include "kt_variant.h"
-#if KT_ABI_VERSION != 3
-#error "this file was generated for kt_variant.h ABI 3: run make generate"
-#endif
 
 @ if algo == "tiled" then
 /*

@@ -260,7 +260,9 @@ end
 
 -- ---- the generated text ----------------------------------------------
 
--- The DO-NOT-EDIT block at the top of a generated .cu.
+-- The DO-NOT-EDIT block at the top of a generated .cu; then the prologue
+-- that the generator writes (the ABI guard), up to the first #line; then the
+-- body, the expanded template.
 local function parse_header(text)
   local block = text:match("^(/%*.-%*/)\n")
   if not block then return nil end
@@ -277,7 +279,7 @@ local function parse_header(text)
   end
   h.threads, h.smem_static, h.smem_dynamic, h.cluster = block:match(
     "\n %* launch needs: (%d+) threads, (%d+) B static %+ (%d+) B dynamic shared memory, cluster (%d+),")
-  h.body = text:sub(#block + 2)
+  h.prologue, h.body = text:sub(#block + 2):match("^(.-)(#line .*)$")
   return h
 end
 
@@ -915,6 +917,45 @@ describe("ktgen", function()
           end
         end
       end
+      assert.are.same({}, problems)
+    end)
+  end)
+
+  -- The one constant in generator/registry.lua against the one in
+  -- runtime/kt_variant.h; no template states it.
+  describe("the ABI guard", function()
+    local function guard_abi(text)
+      local n = text:match('\n#include "kt_variant.h"\n#if KT_ABI_VERSION != (%d+)\n#error "[^"\n]*"\n#endif\n')
+      return tonumber(n)
+    end
+
+    it("is the runtime's KT_ABI_VERSION", function()
+      local runtime = tonumber(read("runtime/kt_variant.h"):match("\n#define KT_ABI_VERSION (%d+)\n"))
+      assert.is_not_nil(runtime)
+      assert.are.equal(runtime, registry.ABI)
+    end)
+
+    it("is in every generated C and CUDA file, before the template's code, and in no template", function()
+      local problems = {}
+      for _, arch in ipairs(TARGETS) do
+        for path, text in pairs(TREE[arch].files) do
+          if path:match("%.cu$") then
+            local h = parse_header(text)
+            if not (h and h.prologue and guard_abi("\n" .. h.prologue) == registry.ABI) then
+              problems[#problems + 1] = arch .. " " .. path .. ": no guard between the header and the body"
+            end
+          elseif path:match("%.[ch]$") and guard_abi(text) ~= registry.ABI then
+            problems[#problems + 1] = arch .. " " .. path .. ": no guard"
+          end
+        end
+      end
+      local p = assert(io.popen("ls templates"))
+      for name in p:lines() do
+        if (read("templates/" .. name) or ""):find("KT_ABI_VERSION", 1, true) then
+          problems[#problems + 1] = "templates/" .. name .. " states the ABI version"
+        end
+      end
+      p:close()
       assert.are.same({}, problems)
     end)
   end)
