@@ -115,7 +115,7 @@ generated/registry.c generated/registry.h: | generated/variants.mk
 # ---- compilation -------------------------------------------------------
 # nvcc's resource report (registers, shared memory, spills) is kept beside
 # each object as .ptxas, for reading why a variant wins or loses.
-build/obj/%.o: generated/%.cu runtime/kt_variant.h
+build/obj/%.o: generated/%.cu runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Xptxas -v -c $< -o $@ 2> $(@:.o=.ptxas) || \
@@ -168,7 +168,7 @@ test-lua:
 	$(Q)$(BUSTED) --lpath='./?.lua' --pattern=_spec tests/
 
 # Every variant that the sm_80 target keeps must compile for sm_80 too.
-build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h
+build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,CHECK,sm_80 compiles)
 	$(Q)rm -rf build/sm80 && mkdir -p build && $(LUA) generator/ktgen.lua --arch sm_80 --out build/sm80 --quiet && \
 	  ls build/sm80/*/*.cu | xargs -P $$(nproc) -n 1 sh -c '$(NVCC) -arch=sm_80 -Iruntime -cubin -o /dev/null "$$0" || exit 255' && \

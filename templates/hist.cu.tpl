@@ -2,6 +2,7 @@
 @ -- bins[clamp(s, 0, nbins - 1)] += 1 for every sample; the output is
 @ -- overwritten.  The space (templates/hist.space.lua) sets `algo` and the
 @ -- values used below.
+#include "kt_launch.h"
 #include <stdint.h>
 @ if algo == "dsm" then
 #include <cooperative_groups.h>
@@ -327,29 +328,21 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (smem > (size_t)a->smem_optin)
     return (int)cudaErrorInvalidValue;
 
-  // Blocks per SM allowed by threads and registers, asked once per process
-  // (the answer depends only on this kernel), then by shared memory, with
-  // the 1 KB per block that the system reserves.
-  static int occupancy = 0;
-  int per_sm = __atomic_load_n(&occupancy, __ATOMIC_RELAXED);
-  if (per_sm == 0) {
-@ if algo == "dsm" and cluster > 8 then
-    err = cudaFuncSetAttribute($(name), cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (err != cudaSuccess)
-      return (int)err;
+  // Blocks per SM allowed by threads and registers, asked once per device
+  // (with the opt-in to the device's most shared memory and, for clusters
+  // over 8, to non-portable sizes), then by shared memory, with the 1 KB
+  // per block that the system reserves.
+  static kt_launch_once once;
+  int per_sm = 1;
+@ if algo == "global" then
+  err = kt_launch_prepare(&once, (const void *)$(name), 0, 0, THREADS, &per_sm);
+@ elseif algo == "dsm" then
+  err = kt_launch_prepare(&once, (const void *)$(name), (size_t)a->smem_optin, CLUSTER > 8, THREADS, &per_sm);
+@ else
+  err = kt_launch_prepare(&once, (const void *)$(name), (size_t)a->smem_optin, 0, THREADS, &per_sm);
 @ end
-@ if algo ~= "global" then
-    err = cudaFuncSetAttribute($(name), cudaFuncAttributeMaxDynamicSharedMemorySize, a->smem_optin);
-    if (err != cudaSuccess)
-      return (int)err;
-@ end
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, $(name), THREADS, 0);
-    if (err != cudaSuccess)
-      return (int)err;
-    if (per_sm < 1)
-      per_sm = 1;
-    __atomic_store_n(&occupancy, per_sm, __ATOMIC_RELAXED);
-  }
+  if (err != cudaSuccess)
+    return (int)err;
   if (smem > 0) {
     const int by_smem = (int)((size_t)a->smem_per_sm / (smem + 1024));
     per_sm = by_smem < per_sm ? by_smem : per_sm;

@@ -1,6 +1,7 @@
 @ -- templates/matmul.cu.tpl: the matmul family, C = alpha * A * B + beta * C.
 @ -- Row-major fp32 with leading dimensions; any M, N, K >= 1.  The space
 @ -- (templates/matmul.space.lua) sets `algo` and the values used below.
+#include "kt_launch.h"
 
 @ if algo == "tiled" then
 /*
@@ -561,19 +562,10 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   cfg.stream = stream;
 @ if smem_dynamic > 48 * 1024 then
   /* Over 48 KB of shared memory needs an opt-in, once per device. */
-  static unsigned long long opted; // bit d: done on device d
-  int dev = 0;
-  cudaError_t oe = cudaGetDevice(&dev);
+  static kt_launch_once once;
+  const cudaError_t oe = kt_launch_prepare(&once, (const void *)$(name), $(smem_dynamic), 0, 0, nullptr);
   if (oe != cudaSuccess)
     return (int)oe;
-  if (dev >= 64)
-    return (int)cudaErrorInvalidDevice;
-  if (!(__atomic_load_n(&opted, __ATOMIC_RELAXED) >> dev & 1)) {
-    oe = cudaFuncSetAttribute($(name), cudaFuncAttributeMaxDynamicSharedMemorySize, $(smem_dynamic));
-    if (oe != cudaSuccess)
-      return (int)oe;
-    __atomic_fetch_or(&opted, 1ull << dev, __ATOMIC_RELAXED);
-  }
 @ end
 @ if split > 1 then
   /* As many chunks as SPLIT allows with whole BK steps each and a workspace
