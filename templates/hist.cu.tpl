@@ -11,6 +11,9 @@ namespace cg = cooperative_groups;
 
 constexpr int THREADS = $(threads);
 constexpr int IPT = $(ipt); // int4 loads in flight per thread per loop step
+@ if algo ~= "global" then
+constexpr int COUNTER_BITS = $(counter_bits); // bits per shared-memory counter
+@ end
 @ if algo == "smem" then
 constexpr int REP = $(rep); // copies of the bins per block
 @ elseif algo == "dsm" then
@@ -293,34 +296,21 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (err != cudaSuccess || a->n == 0)
     return (int)err;
 
+  // Shared memory: kt_hist_smem_bytes (runtime/kt_variant.h), the formula
+  // the runtime also uses to decide whether a variant fits the device.
 @ if algo == "smem" then
   const int per_block = a->nbins;
-@   if cw == 16 then
-  const size_t smem = (size_t)REP * ((a->nbins + 1) / 2) * sizeof(unsigned int);
-@   else
-  const size_t smem = (size_t)REP * a->nbins * sizeof(unsigned int);
-@   end
+  const size_t smem = (size_t)kt_hist_smem_bytes(a->nbins, 1, REP, COUNTER_BITS);
 @ elseif algo == "dsm" then
   const int per_block = (a->nbins + CLUSTER - 1) / CLUSTER;
-@   if cw == 16 then
-  const size_t smem = (size_t)((per_block + 1) / 2) * sizeof(unsigned int);
-@   else
-  const size_t smem = (size_t)per_block * sizeof(unsigned int);
-@   end
+  const size_t smem = (size_t)kt_hist_smem_bytes(a->nbins, CLUSTER, 1, COUNTER_BITS);
 @ elseif algo == "band" then
-  // As few bands as fit, then the bins spread evenly over them.
-@   if cw == 16 then
-  const long long fit = 2ll * (a->smem_optin / 4);
-@   else
-  const long long fit = a->smem_optin / 4;
-@   end
+  // As few bands as fit, then the bins spread evenly over them.  `fit` bins
+  // fill smem_optin: 32 / COUNTER_BITS counters to each 4-byte word.
+  const long long fit = (long long)(a->smem_optin / 4) * (32 / COUNTER_BITS);
   const int bands = (int)((a->nbins + fit - 1) / fit);
   const int per_block = (int)((a->nbins + bands - 1) / bands);
-@   if cw == 16 then
-  const size_t smem = (size_t)((per_block + 1) / 2) * sizeof(unsigned int);
-@   else
-  const size_t smem = (size_t)per_block * sizeof(unsigned int);
-@   end
+  const size_t smem = (size_t)kt_hist_smem_bytes(per_block, 1, 1, COUNTER_BITS);
 @ else
   const int per_block = 0;
   const size_t smem = 0;
