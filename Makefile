@@ -114,12 +114,16 @@ generated/registry.c generated/registry.h: | generated/variants.mk
 
 # ---- compilation -------------------------------------------------------
 # nvcc's resource report (registers, shared memory, spills) is kept beside
-# each object as .ptxas, for reading why a variant wins or loses.
+# each object as .ptxas, for reading why a variant wins or loses.  Generated
+# kernels include runtime/kt_launch.h and the shared headers of their
+# templates (templates/*.cuh), which variants.mk lists per family.
 build/obj/%.o: generated/%.cu runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Xptxas -v -c $< -o $@ 2> $(@:.o=.ptxas) || \
-	  { cat $(@:.o=.ptxas) >&2; exit 1; }
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -Xptxas -v \
+	  -c $< -o $@ 2> $(@:.o=.ptxas) || { cat $(@:.o=.ptxas) >&2; exit 1; }
+$(KT_VARIANTS_matmul:%=build/obj/%.o): $(KT_INCLUDES_matmul)
+$(KT_VARIANTS_hist:%=build/obj/%.o): $(KT_INCLUDES_hist)
 
 build/obj/generated/registry.o: generated/registry.c generated/registry.h runtime/kt_variant.h
 	$(call say,CC,$<)
@@ -171,7 +175,7 @@ test-lua:
 build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,CHECK,sm_80 compiles)
 	$(Q)rm -rf build/sm80 && mkdir -p build && $(LUA) generator/ktgen.lua --arch sm_80 --out build/sm80 --quiet && \
-	  ls build/sm80/*/*.cu | xargs -P $$(nproc) -n 1 sh -c '$(NVCC) -arch=sm_80 -Iruntime -cubin -o /dev/null "$$0" || exit 255' && \
+	  ls build/sm80/*/*.cu | xargs -P $$(nproc) -n 1 sh -c '$(NVCC) -arch=sm_80 -Iruntime -Itemplates -cubin -o /dev/null "$$0" || exit 255' && \
 	  echo "sm_80: $$(ls build/sm80/*/*.cu | wc -l) variants compile" > $@ || { rm -f $@; exit 1; }
 
 # ---- benchmarks ----------------------------------------------------------

@@ -2,7 +2,8 @@
 --
 -- registry.c holds one kt_variant (runtime/kt_variant.h) per generated
 -- kernel; registry.h declares the table; variants.mk tells make which .cu
--- files exist.  The generator version is compiled in, so a database entry
+-- files exist and which shared headers (templates/*.cuh) each family's
+-- include.  The generator version is compiled in, so a database entry
 -- written by another generator is never dispatched.
 local registry = {}
 
@@ -111,6 +112,7 @@ function registry.emit(families, opts, command)
     local names = {}
     for _, v in ipairs(f.kept) do names[#names + 1] = f.space.family .. "/" .. v.name end
     mk[#mk + 1] = ("KT_VARIANTS_%s := %s\n"):format(f.space.family, table.concat(names, " \\\n  "))
+    mk[#mk + 1] = ("KT_INCLUDES_%s := %s\n"):format(f.space.family, table.concat(f.includes or {}, " "))
   end
   return { ["registry.h"] = table.concat(h), ["registry.c"] = table.concat(c), ["variants.mk"] = table.concat(mk) }
 end

@@ -1,9 +1,10 @@
 -- generator/space.lua: load a family's parameter space and enumerate it.
 --
 -- A space file (templates/<family>.space.lua) returns plain data: the family,
--- its template, family-wide constraints, and one or more kernels (algorithms),
--- each with ordered parameter value lists, a derive function, a name function,
--- its own constraints and its own prune list.  Each rule is
+-- family-wide constraints, and one or more kernels (algorithms), each with
+-- its template (one kernel per template), ordered parameter value lists, a
+-- derive function, a name function, its own constraints and its own prune
+-- list.  Each rule is
 -- { "one-line reason", fn } where fn(v, target) returns true to keep v.
 --
 -- The two lists say different things.  `constraints` hold what can be built
@@ -29,6 +30,16 @@ local function where(fn, file)
   return info and info.linedefined or 1, file
 end
 
+-- The first line of the space file at or after line `from` that contains
+-- `text` (plain), for a diagnostic about plain data; else `from`.
+function space.locate(s, text, from)
+  from = from or 1
+  for i = from, #s.lines do
+    if s.lines[i]:find(text, 1, true) then return i end
+  end
+  return from
+end
+
 -- Run fn under xpcall; turn a Lua error into a file:line diagnostic that
 -- points into the space file rather than into the generator.
 local function guarded(errs, file, fn, ...)
@@ -51,14 +62,22 @@ function space.load(path, errs)
     return nil
   end
   s.file = path
-  for _, f in ipairs({ "family", "template", "kernels" }) do
+  s.lines = {}
+  for l in io.lines(path) do s.lines[#s.lines + 1] = l end
+  for _, f in ipairs({ "family", "kernels" }) do
     if s[f] == nil then errs:add(path, 1, "space has no field '" .. f .. "'") end
+  end
+  if s.template ~= nil then
+    errs:add(path, space.locate(s, "template"), "the family names no template: each kernel names its own")
   end
   if type(s.kernels) ~= "table" then return nil end
   s.constraints = s.constraints or {}
   for i, k in ipairs(s.kernels) do
     local line = where(k.derive, path)
     if type(k.algo) ~= "string" then errs:add(path, line, ("kernel %d has no 'algo' string"):format(i)) end
+    if type(k.template) ~= "string" then
+      errs:add(path, line, ("kernel %s names no 'template' (one template per kernel)"):format(tostring(k.algo)))
+    end
     if type(k.name) ~= "function" then errs:add(path, line, ("kernel %s has no 'name' function"):format(tostring(k.algo))) end
     if type(k.derive) ~= "function" then errs:add(path, line, ("kernel %s has no 'derive' function"):format(tostring(k.algo))) end
     if type(k.params) ~= "table" then errs:add(path, line, ("kernel %s has no 'params' list"):format(tostring(k.algo))) end

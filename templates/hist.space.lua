@@ -15,7 +15,6 @@ end
 
 return {
   family = "hist",
-  template = "templates/hist.cu.tpl",
 
   -- Untuned calls use the first of these that fits nbins on the device;
   -- global atomics serve every nbins.
@@ -25,6 +24,7 @@ return {
   kernels = {
     {
       algo = "global",
+      template = "templates/hist_global.cu.tpl",
       doc = "every sample is an atomic add on the output in global memory",
       params = {
         { "threads", { 256, 512 }, "threads per block" },
@@ -40,6 +40,7 @@ return {
     },
     {
       algo = "smem",
+      template = "templates/hist_smem.cu.tpl",
       doc = "each block counts into its own copy of the bins in shared memory, then adds it to the output",
       params = {
         { "threads", { 256, 512, 1024 }, "threads per block" },
@@ -64,6 +65,7 @@ return {
     },
     {
       algo = "dsm",
+      template = "templates/hist_dsm.cu.tpl",
       doc = "the bins are spread over the distributed shared memory of a thread-block cluster",
       params = {
         { "cluster", { 1, 2, 4, 8, 16 }, "blocks per cluster; the bins are split over them" },
@@ -93,6 +95,7 @@ return {
     },
     {
       algo = "band",
+      template = "templates/hist_band.cu.tpl",
       doc = "each block counts one band of bins that fits its shared memory; the blocks of all bands " ..
         "read the same input together, so the repeated reads come from L2",
       params = {

@@ -14,7 +14,6 @@ local THREAD_TILE = { t4x4 = { 4, 4 }, t8x8 = { 8, 8 }, t8x16 = { 8, 16 } }
 
 local S = {
   family = "matmul",
-  template = "templates/matmul.cu.tpl",
 
   -- Untuned calls use the first of these that serves the call: float4
   -- copies when pointers and leading dimensions allow, else 4-byte copies;
@@ -25,6 +24,7 @@ local S = {
   kernels = {
     {
       algo = "tiled",
+      template = "templates/matmul_tiled.cu.tpl",
       doc = "CUDA C Programming Guide shared-memory tiled kernel, one output per thread",
       params = {
         { "bs", { 8, 16, 32 }, "BLOCK_SIZE: edge of the square tile; one output per thread" },
@@ -40,6 +40,7 @@ local S = {
     },
     {
       algo = "wt",
+      template = "templates/matmul_wt.cu.tpl",
       doc = "warp-tiled kernel: block tile BM x BN x BK split into warp tiles, thread tile TM x TN as 4x4 blocks, " ..
         "global -> shared memory by cp.async, STAGES slices deep, A transposed on the way, fragments double-buffered",
       params = {

@@ -272,6 +272,8 @@ local function parse_header(text)
   h.variant = block:match("\n %* variant: ([^\n]*)\n")
   h.family, h.algo = block:match("\n %* family:  (%S+) %(([^)]*)%)\n")
   h.target = block:match("\n %* target:  ([^\n]*)\n")
+  h.includes = {}
+  for path, hash in block:gmatch("\n %* includes: (%S+) %(FNV%-1a 64 (%x+)%)") do h.includes[path] = hash end
   local params = block:match("\n %* parameters:\n(.-)\n %* launch needs:")
   for line in ((params or "") .. "\n"):gmatch("([^\n]*)\n") do
     local name, value, meaning = line:match("^ %*   ([%a_][%w_]*) *= (%S+) +(.*)$")
@@ -897,7 +899,7 @@ describe("ktgen", function()
             check(h, where .. "no file, or no header at its top")
             if h then
               check(h.version == registry.VERSION, where .. "version " .. tostring(h.version))
-              check(h.template == s.template, where .. "template " .. tostring(h.template))
+              check(h.template == kernel_of(s, v.algo).template, where .. "template " .. tostring(h.template))
               check(h.target == arch, where .. "target " .. tostring(h.target))
               check(h.variant == v.name, where .. "variant " .. tostring(h.variant))
               check(h.family == family and h.algo == v.algo, where .. "family line")
@@ -918,6 +920,64 @@ describe("ktgen", function()
         end
       end
       assert.are.same({}, problems)
+    end)
+  end)
+
+  describe("templates", function()
+    it("are one per kernel: each kernel names one that exists, the family none, and no template is unused",
+      function()
+      local problems, named = {}, {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        if s.template ~= nil then problems[#problems + 1] = family .. " names a family-wide template" end
+        for _, k in ipairs(s.kernels) do
+          local path = k.template
+          if type(path) ~= "string" then
+            problems[#problems + 1] = family .. "/" .. tostring(k.algo) .. " names no template"
+          elseif not path:match("^templates/[%w_]+%.cu%.tpl$") or not read(path) then
+            problems[#problems + 1] = family .. "/" .. k.algo .. ": no template " .. path
+          elseif named[path] then
+            problems[#problems + 1] = path .. " is named by " .. named[path] .. " and " .. family .. "/" .. k.algo
+          else
+            named[path] = family .. "/" .. k.algo
+          end
+        end
+      end
+      local p = assert(io.popen("ls templates"))
+      for name in p:lines() do
+        if name:match("%.cu%.tpl$") and not named["templates/" .. name] then
+          problems[#problems + 1] = "templates/" .. name .. " is named by no kernel"
+        end
+      end
+      p:close()
+      assert.are.same({}, problems)
+    end)
+
+    -- A shared header is part of every kernel that includes it: its hash is
+    -- in the kernel's header, so the source hash moves when it does.
+    it("have the shared headers they include hashed into each generated file", function()
+      local problems, checked = {}, 0
+      for name, f in pairs(variants("sm_90")) do
+        local h = parse_header(f.text)
+        local want = {}
+        for inc in read(h.template):gmatch('\n#include "([%w_]+%.cuh)"') do
+          want["templates/" .. inc] = fnv1a64(assert(read("templates/" .. inc)))
+        end
+        if count(want) > 0 then checked = checked + 1 end
+        if table.concat(sorted_keys(want), " ") ~= table.concat(sorted_keys(h.includes), " ") then
+          problems[#problems + 1] = name .. ": includes " .. table.concat(sorted_keys(h.includes), " ")
+        end
+        for path, hash in pairs(want) do
+          if h.includes[path] ~= hash then problems[#problems + 1] = name .. ": hash of " .. path end
+          if not f.text:find('\n#include "' .. path:match("[^/]+$") .. '"\n', 1, true) then
+            problems[#problems + 1] = name .. " does not include " .. path
+          end
+        end
+      end
+      assert.is_true(checked > 0)
+      assert.are.same({}, problems)
+      local mk = TREE.sm_90.files["variants.mk"]
+      assert.is_truthy(mk:find("\nKT_INCLUDES_hist := templates/hist_common.cuh\n", 1, true), mk)
     end)
   end)
 
@@ -1169,10 +1229,10 @@ describe("ktgen", function()
         file = "hist.space.lua", find = '"rep copies need at least rep warps"',
         from = "v.threads // 32", to = "v.no_such_field.threads // 32", msg = "no_such_field" },
       { what = "a Lua syntax error on an '@' line of a template",
-        file = "matmul.cu.tpl", find = '@ if algo == "tiled" then', from = "==", to = "== =",
+        file = "matmul_wt.cu.tpl", find = '@ if vec == 4 then', from = "==", to = "== =",
         msg = "unexpected symbol" },
       { what = "an undefined variable in a template $(...) expression",
-        file = "hist.cu.tpl", find = "constexpr int THREADS = $(threads);", from = "$(threads)",
+        file = "hist_smem.cu.tpl", find = "constexpr int THREADS = $(threads);", from = "$(threads)",
         to = "$(no_such_value)", msg = "'no_such_value' is not defined" },
       { what = "a derive() that forgets a required field",
         file = "matmul.space.lua", anchor = 'algo = "tiled"', find = "v.min_cc",
