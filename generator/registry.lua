@@ -7,7 +7,7 @@
 -- written by another generator is never dispatched.
 local registry = {}
 
-registry.VERSION = "1.1"
+registry.VERSION = "2.0"
 
 -- The version of runtime/kt_variant.h (KT_ABI_VERSION) that the generated
 -- code is written for: the one place it is stated on this side.  Every

@@ -2,9 +2,9 @@
 --
 -- A space file (templates/<family>.space.lua) returns plain data: the family,
 -- family-wide constraints, and one or more kernels (algorithms), each with
--- its template (one kernel per template), ordered parameter value lists, a
--- derive function, a name function, its own constraints and its own prune
--- list.  Each rule is
+-- its template (one kernel per template), ordered parameter value lists
+-- (each parameter with the tag that spells it in names: generator/tags.lua),
+-- a derive function, its own constraints and its own prune list.  Each rule is
 -- { "one-line reason", fn } where fn(v, target) returns true to keep v.
 --
 -- The two lists say different things.  `constraints` hold what can be built
@@ -14,6 +14,7 @@
 -- constraints keep, and --no-prune skips it, so that a new GPU can tune the
 -- whole feasible space.
 local diag = require("generator.diag")
+local tags = require("generator.tags")
 
 local space = {}
 
@@ -74,16 +75,34 @@ function space.load(path, errs)
   s.constraints = s.constraints or {}
   for i, k in ipairs(s.kernels) do
     local line = where(k.derive, path)
-    if type(k.algo) ~= "string" then errs:add(path, line, ("kernel %d has no 'algo' string"):format(i)) end
+    if type(k.algo) == "string" then
+      k.line = space.locate(s, ('algo = "%s"'):format(k.algo))
+    else
+      errs:add(path, line, ("kernel %d has no 'algo' string"):format(i))
+    end
     if type(k.template) ~= "string" then
       errs:add(path, line, ("kernel %s names no 'template' (one template per kernel)"):format(tostring(k.algo)))
     end
-    if type(k.name) ~= "function" then errs:add(path, line, ("kernel %s has no 'name' function"):format(tostring(k.algo))) end
+    if k.name ~= nil then
+      errs:add(path, space.locate(s, "name =", k.line), ("kernel %s: names are built from the parameters' tags; " ..
+        "remove name"):format(tostring(k.algo)))
+    end
     if type(k.derive) ~= "function" then errs:add(path, line, ("kernel %s has no 'derive' function"):format(tostring(k.algo))) end
     if type(k.params) ~= "table" then errs:add(path, line, ("kernel %s has no 'params' list"):format(tostring(k.algo))) end
-    for _, p in ipairs(k.params or {}) do
+    for j, p in ipairs(k.params or {}) do
       if type(p[1]) ~= "string" or type(p[2]) ~= "table" or #p[2] == 0 or type(p[3]) ~= "string" then
-        errs:add(path, line, ("kernel %s: each parameter is { name, {values...}, \"meaning\" }"):format(tostring(k.algo)))
+        errs:add(path, line, ("kernel %s: each parameter is { name, {values...}, \"meaning\", tag = \"t\" }"):format(
+          tostring(k.algo)))
+      else
+        local pline = space.locate(s, ('"%s"'):format(p[1]), k.line)
+        local why = tags.check(p, k.params[j - 1])
+        if why then errs:add(path, pline, ("kernel %s: %s"):format(k.algo, why)) end
+        for _, value in ipairs(p[2]) do
+          if not tostring(value):match("^%w+$") then
+            errs:add(path, pline, ("kernel %s: parameter '%s': value '%s' cannot be part of a name " ..
+              "(letters and digits only)"):format(k.algo, p[1], tostring(value)))
+          end
+        end
       end
     end
     for _, list in ipairs({ "constraints", "prune" }) do
@@ -156,7 +175,7 @@ function space.enumerate(s, t, errs, opts)
     -- diagnostic for the space file.
     local function evaluate(v)
       k.derive(v, t)
-      v.name = k.name(v)
+      v.name = tags.name(s.family, k, v)
       local reasons = broken({ k.constraints, s.constraints }, v)
       if #reasons > 0 then return "constraint", reasons end
       reasons = broken({ k.prune }, v)
@@ -187,11 +206,11 @@ function space.enumerate(s, t, errs, opts)
           return nil
         end
         if seen[name] then
-          errs:add(s.file, where(k.name, s.file), ("two configurations are both named '%s'"):format(name))
+          errs:add(s.file, k.line, ("two configurations are both named '%s'"):format(name))
           return nil
         end
         if type(name) ~= "string" or not name:match("^[%a_][%w_]*$") then
-          errs:add(s.file, where(k.name, s.file), ("'%s' is not a C identifier"):format(tostring(name)))
+          errs:add(s.file, k.line, ("'%s' is not a C identifier"):format(tostring(name)))
           return nil
         end
         seen[name] = true

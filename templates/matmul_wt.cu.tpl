@@ -235,7 +235,7 @@ static __device__ __forceinline__ void write_c(const float (&acc)[TM][TN], int r
   }
 }
 
-@ if cl > 1 then
+@ if cluster > 1 then
 /*
  * Split-K inside a cluster: the CL blocks of a cluster (along gridDim.y)
  * compute the same C tile over CL chunks of K, so a tile that alone would
@@ -247,7 +247,7 @@ static __device__ __forceinline__ void write_c(const float (&acc)[TM][TN], int r
  * workspace or second kernel is needed.
  */
 #include <cooperative_groups.h>
-constexpr int CL = $(cl);      // blocks per cluster = K chunks
+constexpr int CL = $(cluster);      // blocks per cluster = K chunks
 constexpr int LDR = BN + 4;    // row stride of the parked partial tile
 constexpr int RED_ROWS = BM / CL; // rows each block finishes
 static_assert(RED_ROWS * CL == BM, "the tile's rows split evenly over the cluster");
@@ -301,7 +301,7 @@ static __device__ __forceinline__ void cluster_reduce(const float (&acc)[TM][TN]
 extern "C" __global__ void __launch_bounds__(THREADS$(occ > 0 and (", " .. occ) or ""))
 $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long lda,
         const float *__restrict__ B, long long ldb, float beta, float *__restrict__ C,
-        long long ldc, int tiles_m, int tiles_n$((split > 1 or cl > 1) and ", int k_chunk, float *__restrict__ W" or ""))
+        long long ldc, int tiles_m, int tiles_n$((split > 1 or cluster > 1) and ", int k_chunk, float *__restrict__ W" or ""))
 {
   extern __shared__ float4 smem4[];
   float *const smem = reinterpret_cast<float *>(smem4);
@@ -316,7 +316,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   const int row0 = (first_m + local % band_rows) * BM;
   const int col0 = (local / band_rows) * BN;
 
-@ if split > 1 or cl > 1 then
+@ if split > 1 or cluster > 1 then
   // This block's chunk of K: [k_begin, K), K lowered to the chunk's end.
   const int k_begin = blockIdx.y * k_chunk;
   if (k_chunk < K - k_begin) // k_begin + k_chunk may pass INT_MAX on the last chunk
@@ -412,7 +412,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   if (steps > 0)
     outer_product(acc, a[(BK - 1) & 1], b[(BK - 1) & 1]);
   cp_async_wait<0>(); // no copy may land after the block has exited
-@ if cl > 1 then
+@ if cluster > 1 then
   __syncthreads(); // the stages are free: the partial tile goes there
   (void)w;
   cluster_reduce(acc, smem, wr, wc, row0, col0, M, N, alpha, beta, C, ldc);
@@ -551,7 +551,7 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
       e = f;
   }
   return (int)e;
-@ elseif cl > 1 then
+@ elseif cluster > 1 then
   // CL chunks of whole BK steps, one per block of the cluster (a chunk may be empty).
   const long long steps = (a->K + BK - 1) / BK;
   const int k_chunk = (int)((steps + CL - 1) / CL) * BK;

@@ -11,6 +11,7 @@ local space = require("generator.space")
 local diag = require("generator.diag")
 local targets = require("generator.targets")
 local registry = require("generator.registry")
+local tags = require("generator.tags")
 
 local LUA = "lua5.4"
 
@@ -155,20 +156,34 @@ do
   table.sort(FAMILIES)
 end
 
-local function load_space(family)
+local function load_space_fresh(family)
   local errs = diag.new()
   local s = space.load("templates/" .. family .. ".space.lua", errs)
   assert(s and errs:empty(), "cannot load the " .. family .. " space")
   return s
 end
 
+-- The tests only read the spaces and what enumerate returns, so both are
+-- worked out once per family (and target and option) and shared.
+local SPACES, ENUMERATED = {}, setmetatable({}, { __mode = "k" })
+
+local function load_space(family)
+  SPACES[family] = SPACES[family] or load_space_fresh(family)
+  return SPACES[family]
+end
+
 local function enumerate(s, t, opts)
+  local key = t.arch .. (opts and opts.no_prune and " --no-prune" or "")
+  ENUMERATED[s] = ENUMERATED[s] or {}
+  local memo = ENUMERATED[s][key]
+  if memo then return memo[1], memo[2] end
   local errs = diag.new()
   local kept, dropped = space.enumerate(s, t, errs, opts)
   if not kept then
     local e = errs.list[1]
     error(("enumerate failed: %s:%d: %s"):format(e.file, e.line, e.msg))
   end
+  ENUMERATED[s][key] = { kept, dropped }
   return kept, dropped
 end
 
@@ -253,7 +268,16 @@ end
 -- The space s reduced to kernel k, with parameter i fixed at `value`.
 local function probe_space(s, k, i, value)
   local params = {}
-  for j, p in ipairs(k.params) do params[j] = (j == i) and { p[1], { value }, p[3] } or p end
+  for j, p in ipairs(k.params) do
+    if j == i then
+      local probe = {}
+      for key, x in pairs(p) do probe[key] = x end -- the tag and join too
+      probe[2] = { value }
+      params[j] = probe
+    else
+      params[j] = p
+    end
+  end
   local probe_kernel = setmetatable({ params = params }, { __index = k })
   return setmetatable({ kernels = { probe_kernel } }, { __index = s })
 end
@@ -672,28 +696,35 @@ describe("ktgen", function()
       assert.are.same({}, problems)
     end)
 
-    it("spell out every parameter value as a whole token", function()
-      -- 8 must not be found inside 128, nor "block" inside "blocked".
-      local function has_token(name, value)
-        local s = tostring(value)
-        local class = s:match("^%d+$") and "%d" or "[%a%d]"
-        local from = 1
-        while true do
-          local a, b = name:find(s, from, true)
-          if not a then return false end
-          if not name:sub(a - 1, a - 1):match(class) and not name:sub(b + 1, b + 1):match(class) then
-            return true
-          end
-          from = a + 1
-        end
-      end
+    -- <family>_<algo>, then one token per parameter in the kernel's order:
+    -- its tag and its value, with the values of the parameters that join it
+    -- after an "x" (64x128x16).  So 8 is never found inside 128, nor "block"
+    -- inside "blocked": each value is read at its own place.
+    it("spell every parameter as its tag and value, in the kernel's order", function()
       local problems = {}
       each_space_and_target(function(family, s, arch)
       for _, v in ipairs((enumerate(s, targets.get(arch)))) do
-        for _, p in ipairs(v.param_names) do
-          if not has_token(v.name, v[p]) then
-            problems[#problems + 1] = ("%s does not spell %s = %s"):format(v.name, p, tostring(v[p]))
+        local k = kernel_of(s, v.algo)
+        local tokens = {}
+        for token in v.name:gmatch("[^_]+") do tokens[#tokens + 1] = token end
+        local ok = tokens[1] == family and tokens[2] == v.algo
+        local i, rest = 2, ""
+        for _, p in ipairs(k.params) do
+          local value = tostring(v[p[1]])
+          local want
+          if p.join then
+            want = p.join .. value
+          else
+            ok = ok and rest == "" -- the previous token was read to its end
+            i = i + 1
+            rest = tokens[i] or ""
+            want = p.tag .. value
           end
+          ok = ok and rest:sub(1, #want) == want
+          rest = rest:sub(#want + 1)
+        end
+        if not (ok and rest == "" and i == #tokens) then
+          problems[#problems + 1] = ("%s does not spell %s"):format(v.name, key_of(k, v))
         end
       end
       end)
@@ -705,7 +736,7 @@ describe("ktgen", function()
       for _, family in ipairs(FAMILIES) do
         local name_of = {} -- configuration -> name, from the first run seen
         for _ = 1, 2 do
-          local s = load_space(family) -- a fresh load: nothing carried over
+          local s = load_space_fresh(family) -- a fresh load: nothing carried over
           for _, arch in ipairs(TARGETS) do
             local kept, dropped = enumerate(s, targets.get(arch))
             local all = {}
@@ -920,6 +951,64 @@ describe("ktgen", function()
         end
       end
       assert.are.same({}, problems)
+    end)
+  end)
+
+  -- A name's tags read the same in every family (generator/tags.lua).
+  describe("tags", function()
+    it("mean one thing in every family: each belongs to one parameter, which has that tag everywhere", function()
+      local problems, param_of, tag_of = {}, {}, {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, k in ipairs(s.kernels) do
+          for j, p in ipairs(k.params) do
+            local where = family .. "/" .. k.algo .. " " .. p[1] .. ": "
+            local tag = p.tag
+            if p.join then
+              if j == 1 or tag ~= nil or p.join ~= "x" then problems[#problems + 1] = where .. "bad join" end
+            elseif tag == nil then
+              problems[#problems + 1] = where .. "no tag"
+            elseif tag == "" then
+              if not tags.bare[p[1]] then problems[#problems + 1] = where .. "no tag, and not listed as bare" end
+            elseif not tags.list[tag] then
+              problems[#problems + 1] = where .. "tag " .. tag .. " is not in generator/tags.lua"
+            elseif tags.list[tag][1] ~= p[1] then
+              problems[#problems + 1] = where .. "tag " .. tag .. " belongs to " .. tags.list[tag][1]
+            end
+            if tag and tag ~= "" then
+              if param_of[tag] and param_of[tag] ~= p[1] then
+                problems[#problems + 1] = where .. "tag " .. tag .. " also spells " .. param_of[tag]
+              end
+              param_of[tag] = p[1]
+            end
+            if not p.join then
+              if tag_of[p[1]] and tag_of[p[1]] ~= tag then
+                problems[#problems + 1] = where .. "spelled " .. tostring(tag) .. " here, " .. tag_of[p[1]] .. " elsewhere"
+              end
+              tag_of[p[1]] = tag
+            end
+          end
+        end
+      end
+      for tag, entry in pairs(tags.list) do
+        if not tag:match("^%l%l?%l?$") then problems[#problems + 1] = "tag '" .. tag .. "' is not 1-3 letters" end
+        if type(entry[2]) ~= "string" or entry[2] == "" then problems[#problems + 1] = tag .. " has no meaning" end
+        if not param_of[tag] then problems[#problems + 1] = "tag " .. tag .. " (" .. entry[1] .. ") is used nowhere" end
+      end
+      table.sort(problems)
+      assert.are.same({}, problems)
+    end)
+
+    it("are checked by the generator: unknown, taken by another parameter, missing, or a join out of place",
+      function()
+      assert.is_nil(tags.check({ "threads", { 256 }, "m", tag = "t" }))
+      assert.is_nil(tags.check({ "layout", { "cyclic" }, "m", tag = "" }))
+      assert.is_nil(tags.check({ "bn", { 64 }, "m", join = "x" }, { "bm", { 32 }, "m", tag = "" }))
+      assert.matches("tag 'q' is not in generator/tags.lua", tags.check({ "rep", { 1 }, "m", tag = "q" }), 1, true)
+      assert.matches("tag 't' means threads per block", tags.check({ "tt", { "8x8" }, "m", tag = "t" }), 1, true)
+      assert.matches("has no tag", tags.check({ "rep", { 1 }, "m" }), 1, true)
+      assert.matches("has no tag, which only", tags.check({ "rep", { 1 }, "m", tag = "" }), 1, true)
+      assert.matches("it is the first", tags.check({ "bn", { 64 }, "m", join = "x" }), 1, true)
     end)
   end)
 
@@ -1234,6 +1323,12 @@ describe("ktgen", function()
       { what = "an undefined variable in a template $(...) expression",
         file = "hist_smem.cu.tpl", find = "constexpr int THREADS = $(threads);", from = "$(threads)",
         to = "$(no_such_value)", msg = "'no_such_value' is not defined" },
+      { what = "a parameter tag that generator/tags.lua does not list",
+        file = "hist.space.lua", find = '{ "rep", { 1, 2 }', from = 'tag = "r"', to = 'tag = "q"',
+        msg = "tag 'q' is not in generator/tags.lua" },
+      { what = "a parameter tag that means another parameter",
+        file = "hist.space.lua", find = '{ "rep", { 1, 2 }', from = 'tag = "r"', to = 'tag = "t"',
+        msg = "tag 't' means threads per block" },
       { what = "a derive() that forgets a required field",
         file = "matmul.space.lua", anchor = 'algo = "tiled"', find = "v.min_cc",
         from = "v.cluster, v.min_cc, v.align = 1, 0, 1", to = "v.cluster, v.align = 1, 1",
