@@ -17,8 +17,10 @@ KTUNE_DB ?= $(CURDIR)/tuning-db/ktune.db
 CFLAGS ?= -O2 -g
 NVCCFLAGS ?= -O3 -lineinfo
 TUNE_ARGS ?=
-# Build only the variants whose names match these comma-separated Lua
-# patterns (plus the defaults), e.g. ONLY='matmul_wt_128x128.*': quick tunes.
+# Build (and so tune) only the variants whose names match these comma-
+# separated shell globs, each matching a whole name (* ? [...], as fnmatch(3);
+# `ktune tune --variants` takes the same), plus the defaults, e.g.
+# ONLY='matmul_wt_128x128x16_*,hist_smem_*': quick tunes.
 ONLY ?=
 # NO_PRUNE=1 keeps every variant that can be built, also those that the
 # spaces' prune rules drop because measurements (on the GPU each rule names)
@@ -81,6 +83,7 @@ help:
 	@echo "make clean      remove build/ and generated/"
 	@echo "settings (make VAR=value ...):"
 	@echo "  ARCH=$(ARCH)      target architecture (default: the present GPU's)"
+	@echo "  ONLY='g1,g2'    only the variants these shell globs match (whole names; * ? [...]), plus the defaults"
 	@echo "  NO_PRUNE=1      also keep what the spaces' prune rules drop: the whole feasible space, for a new GPU"
 	@echo "  V=1             show the commands"
 

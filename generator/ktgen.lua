@@ -1,6 +1,6 @@
 -- generator/ktgen.lua: expand every kernel family over its parameter space.
 --
---   lua5.4 generator/ktgen.lua --arch sm_90 [--out generated] [--explain] [--no-prune] [--only PATTERNS]
+--   lua5.4 generator/ktgen.lua --arch sm_90 [--out generated] [--explain] [--no-prune] [--only GLOBS]
 --
 -- --no-prune keeps every configuration that can be built, including those
 -- that the spaces' prune rules drop because measurements showed they cannot
@@ -8,9 +8,11 @@
 -- new GPU.  A variant that pruning keeps has the same file either way; one
 -- that only --no-prune keeps names --no-prune in its header's command.
 --
--- --only keeps just the variants whose names match one of PATTERNS (comma-
--- separated Lua patterns, anchored at both ends), plus every family's
--- defaults, which dispatch needs: a quick way to build and tune a subset.
+-- --only keeps just the variants whose names match one of GLOBS (comma-
+-- separated shell globs, * ? [...], each matching a whole name: see
+-- generator/glob.lua; `ktune tune --variants` takes the same), plus every
+-- family's defaults, which dispatch needs: a quick way to build and tune a
+-- subset.
 -- A variant's file is the same with or without --only (its header names
 -- the command without it), so its hash, and what was tuned, stay valid.
 --
@@ -24,6 +26,7 @@
 package.path = "./?.lua;" .. package.path
 
 local diag = require("generator.diag")
+local glob = require("generator.glob")
 local space = require("generator.space")
 local render = require("generator.render")
 local targets = require("generator.targets")
@@ -35,7 +38,7 @@ local FAMILIES = { "matmul", "hist" }
 local function usage(msg)
   io.stderr:write((msg and ("ktgen: " .. msg .. "\n") or "") ..
     "usage: lua5.4 generator/ktgen.lua --arch ARCH [--out DIR] [--templates DIR] [--explain] [--quiet] [--check]\n" ..
-    "                                  [--no-prune] [--only PATTERN,PATTERN...]\n" ..
+    "                                  [--no-prune] [--only GLOB,GLOB...]\n" ..
     "  ARCH is one of: " .. table.concat(targets.names(), " ") .. "\n")
   os.exit(2)
 end
@@ -54,7 +57,10 @@ local function parse_args(argv)
     elseif a == "--no-prune" then o.no_prune = true
     elseif a == "--only" then
       o.only = argv[i + 1]; i = i + 1
-      if not o.only or o.only:match("^%-%-") or not o.only:match("[^,%s]") then usage("--only needs patterns") end
+      if not o.only or o.only:match("^%-%-") or not o.only:match("[^,%s]") then usage("--only needs globs") end
+      local bad, err
+      o.only_globs, bad, err = glob.list(o.only)
+      if not o.only_globs then usage(("bad --only pattern '%s': %s"):format(bad, err)) end
     elseif a == "-h" or a == "--help" then usage()
     else usage("unknown argument '" .. tostring(a) .. "'") end
     i = i + 1
@@ -158,21 +164,15 @@ local function kernel_templates(s, opts, errs)
   return out
 end
 
--- --only: move the kept variants that match no pattern (and are no default)
+-- --only: move the kept variants that match no glob (and are no default)
 -- to the dropped list, with the reason.  Returns the kept list and how many
--- variants the patterns themselves matched, or nil and a message.
-local function select_only(s, kept, dropped, patterns)
-  local pats, is_default = {}, {}
-  for p in patterns:gmatch("[^,%s]+") do pats[#pats + 1] = p end
+-- variants the globs themselves matched.
+local function select_only(s, kept, dropped, globs)
+  local is_default = {}
   for _, name in ipairs(s.defaults or {}) do is_default[name] = true end
   local out, matched = {}, 0
   for _, v in ipairs(kept) do
-    local hit = false
-    for _, p in ipairs(pats) do
-      local ok, m = pcall(string.match, v.name, "^" .. p .. "$")
-      if not ok then return nil, ("bad --only pattern '%s': %s"):format(p, (tostring(m):gsub("^.-:%d+: ", ""))) end
-      hit = hit or m ~= nil
-    end
+    local hit = glob.any(globs, v.name)
     if hit then matched = matched + 1 end
     if hit or is_default[v.name] then out[#out + 1] = v
     else dropped[#dropped + 1] = { v = v, kind = "only", reasons = { "not selected by --only" } } end
@@ -241,8 +241,7 @@ local function main(argv)
       local kept, dropped = space.enumerate(s, t, errs, { no_prune = opts.no_prune })
       if kept and opts.only then
         local matched
-        kept, matched = select_only(s, kept, dropped, opts.only)
-        if not kept then usage(matched) end
+        kept, matched = select_only(s, kept, dropped, opts.only_globs)
         only_matched = only_matched + matched
       end
       local tpls = kernel_templates(s, opts, errs)
@@ -278,6 +277,10 @@ local function main(argv)
 
   if opts.only and only_matched == 0 and errs:empty() then
     io.stderr:write("ktgen: warning: --only matched no variant; only the defaults are kept\n")
+  elseif opts.only and errs:empty() then
+    for _, g in ipairs(opts.only_globs) do
+      if not g.hits then io.stderr:write(("ktgen: warning: --only '%s' matched no variant\n"):format(g.glob)) end
+    end
   end
   if not errs:empty() then
     errs:report(io.stderr)

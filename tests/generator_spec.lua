@@ -12,6 +12,7 @@ local diag = require("generator.diag")
 local targets = require("generator.targets")
 local registry = require("generator.registry")
 local tags = require("generator.tags")
+local glob = require("generator.glob")
 
 local LUA = "lua5.4"
 
@@ -799,7 +800,7 @@ describe("ktgen", function()
     it("--only keeps the matching variants and the defaults, each file as the full run writes it", function()
       local dir = mkdtemp()
       finally(function() rm_tree(dir) end)
-      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet --only 'matmul_wt_64x128x16_.*'")
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet --only 'matmul_wt_64x128x16_*'")
       assert(os.rename(dir .. "/out", dir .. "/only"))
       ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet")
       local only, full = tree(dir .. "/only"), tree(dir .. "/out")
@@ -821,10 +822,74 @@ describe("ktgen", function()
       table.sort(problems)
       assert.are.same({}, problems)
       assert.is_true(count(want) > #FAMILIES * 2)
-      assert.is_truthy(only["variants.mk"]:find("KT_GENERATED_ONLY := matmul_wt_64x128x16_.*", 1, true))
+      assert.is_truthy(only["variants.mk"]:find("KT_GENERATED_ONLY := matmul_wt_64x128x16_*\n", 1, true))
       local code, _, err = ktgen("--arch sm_90 --out " .. dir .. "/bad --only 'matmul_wt_[12'")
       assert.are.equal(2, code)
-      assert.is_truthy(err:find("bad --only pattern", 1, true), err)
+      assert.is_truthy(err:find("bad --only pattern 'matmul_wt_[12'", 1, true), err)
+      assert.is_false(exists(dir .. "/bad"))
+    end)
+
+    -- The same globs as the tuner's --variants (fnmatch(3), flags 0), each
+    -- matching a whole name; checked here against names the spaces make.
+    it("--only takes comma-separated shell globs, each matching a whole name", function()
+      local names = {}
+      for _, family in ipairs(FAMILIES) do
+        for _, v in ipairs((enumerate(load_space(family), targets.get("sm_90")))) do names[#names + 1] = v.name end
+      end
+      local function selected(globs)
+        local list = assert(glob.list(globs))
+        local out = {}
+        for _, name in ipairs(names) do
+          if glob.any(list, name) then out[#out + 1] = name end
+        end
+        return out
+      end
+      local function all(pred)
+        local out = {}
+        for _, name in ipairs(names) do
+          if pred(name) then out[#out + 1] = name end
+        end
+        return out
+      end
+      local function starts(prefix) return function(name) return name:sub(1, #prefix) == prefix end end
+      -- * matches any run, also none; a glob matches the whole name, not a part.
+      assert.are.same(all(starts("hist_band_")), selected("hist_band_*"))
+      assert.are.same({}, selected("hist_band_"))
+      assert.are.same({}, selected("band*"))
+      assert.are.same(all(function(n) return n:find("_cyclic_", 1, true) ~= nil end), selected("*_cyclic_*"))
+      -- ? is one character; [...] a set, [!...] its complement, with ranges and classes.
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c%d_") ~= nil end), selected("hist_dsm_c?_*"))
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c[24]_") ~= nil end), selected("hist_dsm_c[24]_*"))
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c[2-4]_") ~= nil end), selected("hist_dsm_c[2-4]_*"))
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c[^1]") ~= nil end), selected("hist_dsm_c[!1]*"))
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c%d%d_") ~= nil end),
+        selected("hist_dsm_c[[:digit:]][[:digit:]]_*"))
+      -- Several globs, blanks around them ignored: the union.
+      local union = all(function(n) return starts("hist_band_")(n) or starts("hist_global_")(n) end)
+      assert.are.same(union, selected(" hist_band_* , hist_global_*"))
+      -- Lua's magic characters are plain: . is a dot, not any character.
+      assert.are.same({}, selected("hist.band_*"))
+      assert.is_truthy(("a.b%c-d+e"):match(assert(glob.pattern("a.b%c-d+e"))))
+      assert.is_falsy(("aXb%c-d+e"):match(assert(glob.pattern("a.b%c-d+e"))))
+      assert.is_truthy(("a*b"):match(assert(glob.pattern("a\\*b"))))
+      assert.is_falsy(("axb"):match(assert(glob.pattern("a\\*b"))))
+      assert.is_truthy(("]"):match(assert(glob.pattern("[]]"))))
+      -- What fnmatch would read otherwise, or not at all, is refused.
+      for _, bad in ipairs({ "a[bc", "a[!", "x[[:nope:]]", "x[z-a]", "x\\" }) do
+        assert.is_nil(glob.list(bad), bad)
+      end
+    end)
+
+    it("--only warns about a glob that matches nothing, and when nothing matched at all", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local code, _, err = ktgen("--arch sm_90 --out " .. dir .. "/a --quiet --only 'hist_band_*,nothing_*'")
+      assert.are.equal(0, code)
+      assert.is_truthy(err:find("warning: --only 'nothing_*' matched no variant", 1, true), err)
+      assert.is_falsy(err:find("hist_band_*", 1, true), err)
+      code, _, err = ktgen("--arch sm_90 --out " .. dir .. "/b --quiet --only 'nothing_*'")
+      assert.are.equal(0, code)
+      assert.is_truthy(err:find("--only matched no variant; only the defaults are kept", 1, true), err)
     end)
 
     -- --no-prune adds the pruned variants; the others keep their files byte
