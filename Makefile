@@ -20,9 +20,15 @@ KTUNE_DB ?=
 CFLAGS ?= -O2 -g
 NVCCFLAGS ?= -O3 -lineinfo
 TUNE_ARGS ?=
-# Build only the variants whose names match these comma-separated Lua
-# patterns (plus the defaults), e.g. ONLY='matmul_wt_128x128.*': quick tunes.
+# Build (and so tune) only the variants whose names match these comma-
+# separated shell globs, each matching a whole name (* ? [...], as fnmatch(3);
+# `ktune tune --variants` takes the same), plus the defaults, e.g.
+# ONLY='matmul_wt_128x128x16_*,hist_smem_*': quick tunes.
 ONLY ?=
+# NO_PRUNE=1 keeps every variant that can be built, also those that the
+# spaces' prune rules drop because measurements (on the GPU each rule names)
+# showed they cannot win: the whole feasible space, for tuning a new GPU.
+NO_PRUNE ?=
 NPROC ?= $(shell nproc 2>/dev/null || echo 4)
 V ?= 0
 
@@ -35,7 +41,8 @@ Q :=
 say :=
 endif
 
-GEN_ONLY := $(if $(ONLY),--only '$(ONLY)')
+NO_PRUNE_ON := $(if $(filter-out 0,$(NO_PRUNE)),1)
+GEN_FLAGS := $(if $(NO_PRUNE_ON),--no-prune) $(if $(ONLY),--only '$(ONLY)')
 DB_ARG := $(if $(KTUNE_DB),--db '$(KTUNE_DB)')
 ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
 GENCODE := -gencode=arch=compute_$(ARCH_NUM),code=[sm_$(ARCH_NUM),compute_$(ARCH_NUM)]
@@ -48,13 +55,13 @@ CRITERION_LIBS := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcrit
 LIBS := $(SQLITE_LIBS) $(CUDA_LIB) -lstdc++ -lpthread -lm
 
 # generated/variants.mk lists the variants; make regenerates it (and re-reads
-# it) whenever a template, a space, the generator or ARCH changes.
+# it) whenever a template, a space, the generator, ARCH, ONLY or NO_PRUNE changes.
 NO_GEN_GOALS := clean deps help
 ifeq ($(filter-out $(NO_GEN_GOALS),$(or $(MAKECMDGOALS),all)),)
 else
 -include generated/variants.mk
 endif
-ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY),$(ARCH)|$(ONLY))
+ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY)|$(KT_GENERATED_NO_PRUNE),$(ARCH)|$(ONLY)|$(NO_PRUNE_ON))
 FORCE_GEN := FORCE
 endif
 
@@ -78,6 +85,11 @@ help:
 	@echo "make test       generator, database, dispatch and API tests; GPU tests when a GPU is present"
 	@echo "make bench      ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
 	@echo "make clean      remove build/ and generated/"
+	@echo "settings (make VAR=value ...):"
+	@echo "  ARCH=$(ARCH)      target architecture (default: the present GPU's)"
+	@echo "  ONLY='g1,g2'    only the variants these shell globs match (whole names; * ? [...]), plus the defaults"
+	@echo "  NO_PRUNE=1      also keep what the spaces' prune rules drop: the whole feasible space, for a new GPU"
+	@echo "  V=1             show the commands"
 
 # ---- dependencies: apt-get when we may, else say the exact command ----------
 DEB_PKGS := lua5.4 lua-penlight lua-busted libcriterion-dev libsqlite3-dev pkg-config
@@ -98,23 +110,27 @@ deps:
 
 # ---- generation ------------------------------------------------------------
 generate: deps
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain $(GEN_ONLY)
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain $(GEN_FLAGS)
 
 generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN) | deps
 	$(call say,GEN,generated/ for $(ARCH))
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet $(GEN_ONLY)
+	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet $(GEN_FLAGS)
 	@touch $@ # the generator leaves unchanged files alone; this one marks the run
 
 generated/registry.c generated/registry.h: | generated/variants.mk
 
 # ---- compilation -------------------------------------------------------
 # nvcc's resource report (registers, shared memory, spills) is kept beside
-# each object as .ptxas, for reading why a variant wins or loses.
-build/obj/%.o: generated/%.cu runtime/kt_variant.h
+# each object as .ptxas, for reading why a variant wins or loses.  Generated
+# kernels include runtime/kt_launch.h and the shared headers of their
+# templates (templates/*.cuh), which variants.mk lists per family.
+build/obj/%.o: generated/%.cu runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Xptxas -v -c $< -o $@ 2> $(@:.o=.ptxas) || \
-	  { cat $(@:.o=.ptxas) >&2; exit 1; }
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -Xptxas -v \
+	  -c $< -o $@ 2> $(@:.o=.ptxas) || { cat $(@:.o=.ptxas) >&2; exit 1; }
+$(KT_VARIANTS_matmul:%=build/obj/%.o): $(KT_INCLUDES_matmul)
+$(KT_VARIANTS_hist:%=build/obj/%.o): $(KT_INCLUDES_hist)
 
 build/obj/generated/registry.o: generated/registry.c generated/registry.h runtime/kt_variant.h
 	$(call say,CC,$<)
@@ -162,10 +178,10 @@ test-lua:
 	$(Q)$(BUSTED) --lpath='./?.lua' --pattern=_spec tests/
 
 # Every variant that the sm_80 target keeps must compile for sm_80 too.
-build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h
+build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,CHECK,sm_80 compiles)
 	$(Q)rm -rf build/sm80 && mkdir -p build && $(LUA) generator/ktgen.lua --arch sm_80 --out build/sm80 --quiet && \
-	  ls build/sm80/*/*.cu | xargs -P $$(nproc) -n 1 sh -c '$(NVCC) -arch=sm_80 -Iruntime -cubin -o /dev/null "$$0" || exit 255' && \
+	  ls build/sm80/*/*.cu | xargs -P $$(nproc) -n 1 sh -c '$(NVCC) -arch=sm_80 -Iruntime -Itemplates -cubin -o /dev/null "$$0" || exit 255' && \
 	  echo "sm_80: $$(ls build/sm80/*/*.cu | wc -l) variants compile" > $@ || { rm -f $@; exit 1; }
 
 # ---- benchmarks ----------------------------------------------------------

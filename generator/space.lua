@@ -1,11 +1,20 @@
 -- generator/space.lua: load a family's parameter space and enumerate it.
 --
 -- A space file (templates/<family>.space.lua) returns plain data: the family,
--- its template, family-wide constraints, and one or more kernels (algorithms),
--- each with ordered parameter value lists, a derive function, a name function
--- and its own constraints.  Each constraint is { "one-line reason", fn }
--- where fn(v, target) returns true when configuration v may exist.
+-- family-wide constraints, and one or more kernels (algorithms), each with
+-- its template (one kernel per template), ordered parameter value lists
+-- (each parameter with the tag that spells it in names: generator/tags.lua),
+-- a derive function, its own constraints and its own prune list.  Each rule is
+-- { "one-line reason", fn } where fn(v, target) returns true to keep v.
+--
+-- The two lists say different things.  `constraints` hold what can be built
+-- on the target at all (hardware limits, what the kernel needs to be
+-- correct); `prune` holds what measurements showed cannot win, each reason
+-- citing the GPU and the measurement.  Pruning applies only to what the
+-- constraints keep, and --no-prune skips it, so that a new GPU can tune the
+-- whole feasible space.
 local diag = require("generator.diag")
+local tags = require("generator.tags")
 
 local space = {}
 
@@ -22,12 +31,22 @@ local function where(fn, file)
   return info and info.linedefined or 1, file
 end
 
+-- The first line of the space file at or after line `from` that contains
+-- `text` (plain), for a diagnostic about plain data; else `from`.
+function space.locate(s, text, from)
+  from = from or 1
+  for i = from, #s.lines do
+    if s.lines[i]:find(text, 1, true) then return i end
+  end
+  return from
+end
+
 -- Run fn under xpcall; turn a Lua error into a file:line diagnostic that
 -- points into the space file rather than into the generator.
 local function guarded(errs, file, fn, ...)
-  local ok, res = xpcall(fn, debug.traceback, ...)
-  if ok then return true, res end
-  errs:from_lua(res, file)
+  local res = table.pack(xpcall(fn, debug.traceback, ...))
+  if res[1] then return table.unpack(res, 1, res.n) end
+  errs:from_lua(res[2], file)
   return false
 end
 
@@ -44,26 +63,55 @@ function space.load(path, errs)
     return nil
   end
   s.file = path
-  for _, f in ipairs({ "family", "template", "kernels" }) do
+  s.lines = {}
+  for l in io.lines(path) do s.lines[#s.lines + 1] = l end
+  for _, f in ipairs({ "family", "kernels" }) do
     if s[f] == nil then errs:add(path, 1, "space has no field '" .. f .. "'") end
+  end
+  if s.template ~= nil then
+    errs:add(path, space.locate(s, "template"), "the family names no template: each kernel names its own")
   end
   if type(s.kernels) ~= "table" then return nil end
   s.constraints = s.constraints or {}
   for i, k in ipairs(s.kernels) do
     local line = where(k.derive, path)
-    if type(k.algo) ~= "string" then errs:add(path, line, ("kernel %d has no 'algo' string"):format(i)) end
-    if type(k.name) ~= "function" then errs:add(path, line, ("kernel %s has no 'name' function"):format(tostring(k.algo))) end
+    if type(k.algo) == "string" then
+      k.line = space.locate(s, ('algo = "%s"'):format(k.algo))
+    else
+      errs:add(path, line, ("kernel %d has no 'algo' string"):format(i))
+    end
+    if type(k.template) ~= "string" then
+      errs:add(path, line, ("kernel %s names no 'template' (one template per kernel)"):format(tostring(k.algo)))
+    end
+    if k.name ~= nil then
+      errs:add(path, space.locate(s, "name =", k.line), ("kernel %s: names are built from the parameters' tags; " ..
+        "remove name"):format(tostring(k.algo)))
+    end
     if type(k.derive) ~= "function" then errs:add(path, line, ("kernel %s has no 'derive' function"):format(tostring(k.algo))) end
     if type(k.params) ~= "table" then errs:add(path, line, ("kernel %s has no 'params' list"):format(tostring(k.algo))) end
-    for _, p in ipairs(k.params or {}) do
+    for j, p in ipairs(k.params or {}) do
       if type(p[1]) ~= "string" or type(p[2]) ~= "table" or #p[2] == 0 or type(p[3]) ~= "string" then
-        errs:add(path, line, ("kernel %s: each parameter is { name, {values...}, \"meaning\" }"):format(tostring(k.algo)))
+        errs:add(path, line, ("kernel %s: each parameter is { name, {values...}, \"meaning\", tag = \"t\" }"):format(
+          tostring(k.algo)))
+      else
+        local pline = space.locate(s, ('"%s"'):format(p[1]), k.line)
+        local why = tags.check(p, k.params[j - 1])
+        if why then errs:add(path, pline, ("kernel %s: %s"):format(k.algo, why)) end
+        for _, value in ipairs(p[2]) do
+          if not tostring(value):match("^%w+$") then
+            errs:add(path, pline, ("kernel %s: parameter '%s': value '%s' cannot be part of a name " ..
+              "(letters and digits only)"):format(k.algo, p[1], tostring(value)))
+          end
+        end
       end
     end
-    k.constraints = k.constraints or {}
-    for _, c in ipairs(k.constraints) do
-      if type(c[1]) ~= "string" or type(c[2]) ~= "function" then
-        errs:add(path, line, ("kernel %s: each constraint is { \"reason\", function(v, target) }"):format(tostring(k.algo)))
+    for _, list in ipairs({ "constraints", "prune" }) do
+      k[list] = k[list] or {}
+      for _, c in ipairs(k[list]) do
+        if type(c[1]) ~= "string" or type(c[2]) ~= "function" then
+          errs:add(path, line, ("kernel %s: each %s rule is { \"reason\", function(v, target) }"):format(
+            tostring(k.algo), list))
+        end
       end
     end
   end
@@ -100,36 +148,52 @@ local function product(params)
 end
 
 -- Enumerate every configuration of every kernel in the space for target t.
--- Returns kept and dropped lists; a dropped entry carries every reason it
--- broke, in the order the constraints are written.
-function space.enumerate(s, t, errs)
+-- Returns kept and dropped lists.  A dropped entry carries its kind,
+-- "constraint" (it cannot be built) or "prune" (it can, but cannot win),
+-- and every reason of that kind it broke, in the order they are written;
+-- prune rules are checked only for what the constraints keep.  With
+-- opts.no_prune, what pruning would drop is kept, with those reasons in
+-- v.pruned.
+function space.enumerate(s, t, errs, opts)
+  local no_prune = opts and opts.no_prune
   local kept, dropped, seen = {}, {}, {}
   for _, k in ipairs(s.kernels) do
     local param_names = {}
     for _, p in ipairs(k.params) do param_names[#param_names + 1] = p[1] end
-    -- derive, name and every constraint of one configuration; the reasons
-    -- it breaks, in the order the constraints are written.  One protected
-    -- call per configuration: a Lua error anywhere still becomes a
-    -- file:line diagnostic for the space file.
-    local function evaluate(v)
-      k.derive(v, t)
-      v.name = k.name(v)
+    local function broken(lists, v)
       local reasons = {}
-      for _, list in ipairs({ k.constraints, s.constraints }) do
+      for _, list in ipairs(lists) do
         for _, c in ipairs(list) do
           if not c[2](v, t) then reasons[#reasons + 1] = c[1] end
         end
       end
       return reasons
     end
+    -- derive, name, every constraint and then every prune rule of one
+    -- configuration: the kind of drop and its reasons.  One protected call
+    -- per configuration: a Lua error anywhere still becomes a file:line
+    -- diagnostic for the space file.
+    local function evaluate(v)
+      k.derive(v, t)
+      v.name = tags.name(s.family, k, v)
+      local reasons = broken({ k.constraints, s.constraints }, v)
+      if #reasons > 0 then return "constraint", reasons end
+      reasons = broken({ k.prune }, v)
+      if #reasons == 0 then return nil end
+      if no_prune then
+        v.pruned = reasons
+        return nil
+      end
+      return "prune", reasons
+    end
     for _, v in ipairs(product(k.params)) do
       v.family, v.algo = s.family, k.algo
       v.param_names = param_names
-      local ok, reasons = guarded(errs, s.file, evaluate, v)
+      local ok, kind, reasons = guarded(errs, s.file, evaluate, v)
       if not ok then return nil end
       local name = v.name
-      if #reasons > 0 then
-        dropped[#dropped + 1] = { v = v, reasons = reasons }
+      if kind then
+        dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons }
       else
         local missing = {}
         for _, group in ipairs({ REQUIRED.common, REQUIRED[s.family] or {} }) do
@@ -142,11 +206,11 @@ function space.enumerate(s, t, errs)
           return nil
         end
         if seen[name] then
-          errs:add(s.file, where(k.name, s.file), ("two configurations are both named '%s'"):format(name))
+          errs:add(s.file, k.line, ("two configurations are both named '%s'"):format(name))
           return nil
         end
         if type(name) ~= "string" or not name:match("^[%a_][%w_]*$") then
-          errs:add(s.file, where(k.name, s.file), ("'%s' is not a C identifier"):format(tostring(name)))
+          errs:add(s.file, k.line, ("'%s' is not a C identifier"):format(tostring(name)))
           return nil
         end
         seen[name] = true

@@ -5,6 +5,10 @@
 -- global atomics (any nbins), one block's shared memory, and a thread-block
 -- cluster's distributed shared memory (the Programming Guide's
 -- clusterHist_kernel), which holds nbins up to cluster x one block's share.
+--
+-- Each kernel lists { parameter, {values}, "meaning", tag = "t" }: the tag
+-- and the value spell the parameter in the variant's name (generator/tags.lua
+-- says what each tag means).
 local F = 4 -- bytes per counter
 
 local function log2(x)
@@ -15,38 +19,39 @@ end
 
 return {
   family = "hist",
-  template = "templates/hist.cu.tpl",
 
   -- Untuned calls use the first of these that fits nbins on the device;
   -- global atomics serve every nbins.
-  defaults = { "hist_smem_t512_r1_a0_w32_u2", "hist_smem_t512_r1_a0_w16_u2", "hist_dsm_c4_t512_cyclic_w16_u2",
-               "hist_dsm_c16_t512_cyclic_w16_u2", "hist_global_t512_a0_u2" },
+  defaults = { "hist_smem_t512_r1_a0_b32_u2", "hist_smem_t512_r1_a0_b16_u2", "hist_dsm_c4_t512_cyclic_b16_u2",
+               "hist_dsm_c16_t512_cyclic_b16_u2", "hist_global_t512_a0_u2" },
 
   kernels = {
     {
       algo = "global",
+      template = "templates/hist_global.cu.tpl",
       doc = "every sample is an atomic add on the output in global memory",
       params = {
-        { "threads", { 256, 512 }, "threads per block" },
-        { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)" },
-        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
+        { "threads", { 256, 512 }, "threads per block", tag = "t" },
+        { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
+        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v)
         v.smem_static, v.smem_dynamic = 0, 0
         v.counter_bits, v.copies, v.banded = 0, 1, 0
         v.cluster, v.min_cc = 1, 0
       end,
-      name = function(v) return ("hist_global_t%d_a%d_u%d"):format(v.threads, v.agg, v.ipt) end,
     },
     {
       algo = "smem",
+      template = "templates/hist_smem.cu.tpl",
       doc = "each block counts into its own copy of the bins in shared memory, then adds it to the output",
       params = {
-        { "threads", { 256, 512, 1024 }, "threads per block" },
-        { "rep", { 1, 2 }, "copies of the bins per block; warp w counts into copy w % rep" },
-        { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)" },
-        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output" },
-        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
+        { "threads", { 256, 512, 1024 }, "threads per block", tag = "t" },
+        { "rep", { 1, 2 }, "copies of the bins per block; warp w counts into copy w % rep", tag = "r" },
+        { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
+        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output",
+          tag = "b" },
+        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v, t)
         -- rep copies of the counters; the size for nbins bins is
@@ -55,32 +60,28 @@ return {
         v.counter_bits, v.copies, v.banded = v.cw, v.rep, 0
         v.cluster, v.min_cc = 1, 0
       end,
-      name = function(v)
-        return ("hist_smem_t%d_r%d_a%d_w%d_u%d"):format(v.threads, v.rep, v.agg, v.cw, v.ipt)
-      end,
       constraints = {
         { "rep copies need at least rep warps", function(v) return v.threads // 32 >= v.rep end },
       },
     },
     {
       algo = "dsm",
+      template = "templates/hist_dsm.cu.tpl",
       doc = "the bins are spread over the distributed shared memory of a thread-block cluster",
       params = {
-        { "cluster", { 1, 2, 4, 8, 16 }, "blocks per cluster; the bins are split over them" },
-        { "threads", { 256, 512, 1024 }, "threads per block" },
+        { "cluster", { 1, 2, 4, 8, 16 }, "blocks per cluster; the bins are split over them", tag = "c" },
+        { "threads", { 256, 512, 1024 }, "threads per block", tag = "t" },
         { "layout", { "blocked", "cyclic" },
-          "which block holds bin b: blocked = b / per_block (the Guide's), cyclic = b % cluster" },
-        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output" },
-        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
+          "which block holds bin b: blocked = b / per_block (the Guide's), cyclic = b % cluster", tag = "" },
+        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output",
+          tag = "b" },
+        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v, t)
         v.log2_cluster = log2(v.cluster)
         v.smem_static, v.smem_dynamic = 0, 0
         v.counter_bits, v.copies, v.banded = v.cw, 1, 0
         v.min_cc = 90
-      end,
-      name = function(v)
-        return ("hist_dsm_c%d_t%d_%s_w%d_u%d"):format(v.cluster, v.threads, v.layout, v.cw, v.ipt)
       end,
       constraints = {
         { "cluster launch and distributed shared memory need sm_90", function(v, t) return t.cc >= 90 end },
@@ -93,12 +94,14 @@ return {
     },
     {
       algo = "band",
+      template = "templates/hist_band.cu.tpl",
       doc = "each block counts one band of bins that fits its shared memory; the blocks of all bands " ..
         "read the same input together, so the repeated reads come from L2",
       params = {
-        { "threads", { 512, 1024 }, "threads per block" },
-        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output" },
-        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step" },
+        { "threads", { 512, 1024 }, "threads per block", tag = "t" },
+        { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output",
+          tag = "b" },
+        { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v, t)
         -- a band fills the block's shared memory, whatever the device has
@@ -106,7 +109,6 @@ return {
         v.counter_bits, v.copies, v.banded = v.cw, 1, 1
         v.cluster, v.min_cc = 1, 0
       end,
-      name = function(v) return ("hist_band_t%d_w%d_u%d"):format(v.threads, v.cw, v.ipt) end,
     },
   },
 

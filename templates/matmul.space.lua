@@ -1,29 +1,37 @@
 -- templates/matmul.space.lua: the parameter space of the matmul family.
 --
 -- C = alpha * A * B + beta * C, row-major fp32, any M, N, K >= 1.
--- Each kernel lists { parameter, {values}, "meaning" }; derive() computes
--- what follows from them; constraints drop what cannot build or cannot win,
--- each with the reason that `make generate --explain` prints.
+-- Each kernel lists { parameter, {values}, "meaning", tag = "t" }: the tag
+-- and the value spell the parameter in the variant's name (generator/tags.lua
+-- says what each tag means), or join = "x" adds it to the previous one's
+-- (64x128x16).  derive() computes
+-- what follows from them; constraints drop what cannot be built, and prune
+-- what measurements showed cannot win, each with the reason that
+-- `make generate --explain` prints.
 local F = 4 -- bytes per float
-local THREAD_TILE = { t4x4 = { 4, 4 }, t8x8 = { 8, 8 }, t8x16 = { 8, 16 } }
+-- A prune reason: what an H100 measured (bench/reference/README.md).
+local function H100(reason)
+  return "H100 (bench/reference/README.md): " .. reason .. "; the rest lost by 2% or more"
+end
+local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16 } }
 
 local S = {
   family = "matmul",
-  template = "templates/matmul.cu.tpl",
 
   -- Untuned calls use the first of these that serves the call: float4
   -- copies when pointers and leading dimensions allow, else 4-byte copies;
   -- the last, the Programming Guide's kernel, serves every input anywhere.
-  defaults = { "matmul_wt_128x128x16_t8x8_w4x8_s3_v4_g8_o0_k1_c1", "matmul_wt_128x128x8_t8x8_w4x8_s3_v1_g8_o2_k1_c1",
-               "matmul_bs16_pad0" },
+  defaults = { "matmul_wt_128x128x16_tt8x8_w4_s3_v4_g8_o0_k1_c1", "matmul_wt_128x128x8_tt8x8_w4_s3_v1_g8_o2_k1_c1",
+               "matmul_tiled_bs16_pad0" },
 
   kernels = {
     {
       algo = "tiled",
+      template = "templates/matmul_tiled.cu.tpl",
       doc = "CUDA C Programming Guide shared-memory tiled kernel, one output per thread",
       params = {
-        { "bs", { 8, 16, 32 }, "BLOCK_SIZE: edge of the square tile; one output per thread" },
-        { "pad", { 0, 1 }, "floats of padding at the end of each shared-memory row" },
+        { "bs", { 8, 16, 32 }, "BLOCK_SIZE: edge of the square tile; one output per thread", tag = "bs" },
+        { "pad", { 0, 1 }, "floats of padding at the end of each shared-memory row", tag = "pad" },
       },
       derive = function(v, t)
         v.threads = v.bs * v.bs
@@ -32,32 +40,36 @@ local S = {
         v.smem_dynamic = 0
         v.cluster, v.min_cc, v.align = 1, 0, 1
       end,
-      name = function(v) return ("matmul_bs%d_pad%d"):format(v.bs, v.pad) end,
     },
     {
       algo = "wt",
+      template = "templates/matmul_wt.cu.tpl",
       doc = "warp-tiled kernel: block tile BM x BN x BK split into warp tiles, thread tile TM x TN as 4x4 blocks, " ..
         "global -> shared memory by cp.async, STAGES slices deep, A transposed on the way, fragments double-buffered",
       params = {
-        { "bm", { 32, 64, 128 }, "BM: rows of C per block" },
-        { "bn", { 64, 128, 256 }, "BN: columns of C per block" },
-        { "bk", { 8, 16 }, "BK: depth of the K slice in one pipeline stage" },
-        { "tt", { "t4x4", "t8x8", "t8x16" }, "TM x TN: rows x columns of C per thread (register tile)" },
+        { "bm", { 32, 64, 128 }, "BM: rows of C per block", tag = "" },
+        { "bn", { 64, 128, 256 }, "BN: columns of C per block", join = "x" },
+        { "bk", { 8, 16 }, "BK: depth of the K slice in one pipeline stage", join = "x" },
+        { "tt", { "4x4", "8x8", "8x16" }, "TM x TN: rows x columns of C per thread (register tile)", tag = "tt" },
         { "wtm", { 4 }, "lanes of a warp along M (32 / wtm along N): 4 x 8 lanes read 64 bytes of A and 128 of B " ..
-          "per k; 8 x 4 measured slower on an H100" },
-        { "stages", { 2, 3, 4 }, "K slices in shared memory: one being used, the rest in flight (cp.async)" },
-        { "vec", { 1, 4 }, "floats per copy of B and per store of C; 4 needs 16-byte aligned pointers and ldX % 4 == 0" },
-        { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)" },
-        { "occ", { 0, 1, 2, 3, 4 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint" },
-        { "split", { 1, 4, 256 }, "most chunks K is split into, summed through a workspace (deterministic); 1 = none" },
-        { "cl", { 1, 2, 4 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none" },
+          "per k; 8 x 4 measured slower on an H100", tag = "w" },
+        { "stages", { 2, 3, 4 }, "K slices in shared memory: one being used, the rest in flight (cp.async)",
+          tag = "s" },
+        { "vec", { 1, 4 }, "floats per copy of B and per store of C; 4 needs 16-byte aligned pointers and ldX % 4 == 0",
+          tag = "v" },
+        { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
+        { "occ", { 0, 1, 2, 3, 4 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint", tag = "o" },
+        { "split", { 1, 4, 256 }, "most chunks K is split into, summed through a workspace (deterministic); 1 = none",
+          tag = "k" },
+        { "cluster", { 1, 2, 4 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none",
+          tag = "c" },
       },
       derive = function(v, t)
         v.tm, v.tn = THREAD_TILE[v.tt][1], THREAD_TILE[v.tt][2]
         -- Order of the TM x TN multiply-adds (see outer_product in the
         -- template): serpentine measured 1-4% faster for 8x8 thread tiles
         -- on an H100 and 3-5% slower for 8x16; row by row otherwise.
-        v.fo = v.tt == "t8x8" and 1 or 0
+        v.fo = v.tt == "8x8" and 1 or 0
         v.wtn = 32 // v.wtm
         v.wm, v.wn = v.wtm * v.tm, v.wtn * v.tn -- warp tile
         v.warps = (v.bm // v.wm) * (v.bn // v.wn) -- 0 when a warp tile is larger than the block's
@@ -65,7 +77,7 @@ local S = {
         v.pad_a = 4 -- keeps 16-byte rows; spreads the transposed 4-byte copies over the banks
         v.smem_static = 0
         v.smem_dynamic = v.stages * v.bk * ((v.bm + v.pad_a) + v.bn) * F
-        if v.cl > 1 then -- the partial tile is parked in the same shared memory
+        if v.cluster > 1 then -- the partial tile is parked in the same shared memory
           v.smem_dynamic = math.max(v.smem_dynamic, v.bm * (v.bn + 4) * F)
         end
         -- Registers a thread needs: accumulators, two sets of fragments, and
@@ -76,12 +88,8 @@ local S = {
         local by_threads = t.max_threads_per_sm // v.threads
         local by_smem = t.smem_per_sm // (v.smem_dynamic + 1024)
         v.fit = math.min(by_regs, by_threads, by_smem)
-        v.blocks_per_sm = v.occ > 0 and v.occ or v.fit
-        v.cluster, v.min_cc, v.align = v.cl, v.cl > 1 and 90 or 80, v.vec
-      end,
-      name = function(v)
-        return ("matmul_wt_%dx%dx%d_%s_w%dx%d_s%d_v%d_g%d_o%d_k%d_c%d"):format(
-          v.bm, v.bn, v.bk, v.tt, v.wtm, v.wtn, v.stages, v.vec, v.group, v.occ, v.split, v.cl)
+        v.blocks_per_sm = v.occ > 0 and v.occ or v.fit -- for dispatch's cost model
+        v.min_cc, v.align = v.cluster > 1 and 90 or 80, v.vec
       end,
       constraints = {
         -- What can be built at all.
@@ -100,47 +108,51 @@ local S = {
           "allow: a lower hint changes nothing, a higher one makes registers spill",
           function(v) return v.occ == 0 or v.occ == v.fit end },
         { "cluster split-K needs sm_90 (clusters and distributed shared memory)",
-          function(v, t) return v.cl == 1 or t.cc >= 90 end },
-        { "one way of splitting K at a time", function(v) return v.cl == 1 or v.split == 1 end },
-        { "cluster split-K: the tile's rows split evenly over the cluster", function(v) return v.bm % v.cl == 0 end },
-        -- What can win.  Measured on an H100 (bench/reference/): the
-        -- pairings, depths and hints left out lost to these by 2% or more.
-        { "block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..
-          "64x128, 128x64 and 128x128 with 8x8, 128x256 with 8x16 (one block per SM)",
+          function(v, t) return v.cluster == 1 or t.cc >= 90 end },
+        { "one way of splitting K at a time", function(v) return v.cluster == 1 or v.split == 1 end },
+        { "cluster split-K: the tile's rows split evenly over the cluster",
+          function(v) return v.bm % v.cluster == 0 end },
+      },
+      -- What can win.  Measured on an H100 (bench/reference/README.md, "How
+      -- the matmul space was narrowed"): the pairings, depths and hints left
+      -- out lost to these by 2% or more.
+      prune = {
+        { H100("block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..
+          "64x128, 128x64 and 128x128 with 8x8, 128x256 with 8x16 (one block per SM)"),
           function(v)
-            if v.tt == "t4x4" then return v.bm * v.bn <= 64 * 64 or (v.bm == 32 and v.bn == 128) end
-            if v.tt == "t8x8" then return v.bm >= 64 and v.bn <= 128 and v.bm * v.bn >= 64 * 128 end
+            if v.tt == "4x4" then return v.bm * v.bn <= 64 * 64 or (v.bm == 32 and v.bn == 128) end
+            if v.tt == "8x8" then return v.bm >= 64 and v.bn <= 128 and v.bm * v.bn >= 64 * 128 end
             return v.bm == 128 and v.bn == 256
           end },
-        { "BK 16, or 8 for 128x256 blocks and for 4-byte copies of B (v1)",
+        { H100("BK 16, or 8 for 128x256 blocks and for 4-byte copies of B (v1)"),
           function(v) return v.bk == (v.bn == 256 and 8 or 16) or v.vec == 1 end },
-        { "4-byte copies of B (unaligned calls): BK 8, 3 stages, no workspace split",
+        { H100("4-byte copies of B (unaligned calls): BK 8, 3 stages, no workspace split"),
           function(v) return v.vec == 4 or (v.bk == 8 and v.stages == 3 and v.split == 1) end },
-        { "2 to 4 stages for 128x128 blocks; 3 or 4 for the others; 3 when K is split or for 4x4 threads",
+        { H100("2 to 4 stages for 128x128 blocks; 3 or 4 for the others; 3 when K is split or for 4x4 threads"),
           function(v)
-            if v.split > 1 or v.cl > 1 or v.tm * v.tn == 16 then return v.stages == 3 end
+            if v.split > 1 or v.cluster > 1 or v.tm * v.tn == 16 then return v.stages == 3 end
             return v.stages >= 3 or (v.bm == 128 and v.bn == 128)
           end },
-        { "the occupancy hint for 128x256 blocks (one per SM), 8x8 blocks of 128 threads and 4x4 blocks " ..
-          "of 256 threads; both ways for 128x128 blocks; none for 32x64 blocks",
+        { H100("the occupancy hint for 128x256 blocks (one per SM), 8x8 blocks of 128 threads and 4x4 blocks " ..
+          "of 256 threads; both ways for 128x128 blocks; none for 32x64 blocks"),
           function(v)
             if v.bm == 128 and v.bn == 128 then return true end
             if v.bn == 256 or (v.tm * v.tn == 64 and v.threads == 128) then return v.occ > 0 end
             if v.tm * v.tn == 16 then return (v.occ > 0) == (v.threads == 256) end
             return true
           end },
-        { "workspace split-K: 4 chunks for 128x128 and 64x128 blocks (long K on few tiles), " ..
-          "256 for 64x64 and 32x64 blocks (K much longer than M and N)",
+        { H100("workspace split-K: 4 chunks for 128x128 and 64x128 blocks (long K on few tiles), " ..
+          "256 for 64x64 and 32x64 blocks (K much longer than M and N)"),
           function(v)
             if v.split == 1 then return true end
             if v.split == 4 then return v.bn == 128 and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
             return v.bn == 64 and v.bm <= 64
           end },
-        { "cluster split-K for blocks up to 128x128",
-          function(v) return v.cl == 1 or v.bm * v.bn <= 128 * 128 end },
-        { "128x128 blocks in clusters with the occupancy hint (caps registers at 128 for the reduction)",
-          function(v) return v.cl == 1 or v.bm * v.bn < 128 * 128 or v.occ > 0 end },
-        { "4-byte copies (v1) for 128x128, 128x256 and 64x64 blocks",
+        { H100("cluster split-K for blocks up to 128x128"),
+          function(v) return v.cluster == 1 or v.bm * v.bn <= 128 * 128 end },
+        { H100("128x128 blocks in clusters with the occupancy hint (caps registers at 128 for the reduction)"),
+          function(v) return v.cluster == 1 or v.bm * v.bn < 128 * 128 or v.occ > 0 end },
+        { H100("4-byte copies (v1) for 128x128, 128x256 and 64x64 blocks"),
           function(v) return v.vec == 4 or (v.bm == 128 and v.bn >= 128) or (v.bm == 64 and v.bn == 64) end },
       },
     },

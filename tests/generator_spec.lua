@@ -11,6 +11,8 @@ local space = require("generator.space")
 local diag = require("generator.diag")
 local targets = require("generator.targets")
 local registry = require("generator.registry")
+local tags = require("generator.tags")
+local glob = require("generator.glob")
 
 local LUA = "lua5.4"
 
@@ -103,6 +105,14 @@ local function count(t)
   return n
 end
 
+local function count_kind(dropped, kind)
+  local n = 0
+  for _, d in ipairs(dropped) do
+    if d.kind == kind then n = n + 1 end
+  end
+  return n
+end
+
 local function sorted_keys(t)
   local out = {}
   for k in pairs(t) do out[#out + 1] = k end
@@ -147,20 +157,34 @@ do
   table.sort(FAMILIES)
 end
 
-local function load_space(family)
+local function load_space_fresh(family)
   local errs = diag.new()
   local s = space.load("templates/" .. family .. ".space.lua", errs)
   assert(s and errs:empty(), "cannot load the " .. family .. " space")
   return s
 end
 
-local function enumerate(s, t)
+-- The tests only read the spaces and what enumerate returns, so both are
+-- worked out once per family (and target and option) and shared.
+local SPACES, ENUMERATED = {}, setmetatable({}, { __mode = "k" })
+
+local function load_space(family)
+  SPACES[family] = SPACES[family] or load_space_fresh(family)
+  return SPACES[family]
+end
+
+local function enumerate(s, t, opts)
+  local key = t.arch .. (opts and opts.no_prune and " --no-prune" or "")
+  ENUMERATED[s] = ENUMERATED[s] or {}
+  local memo = ENUMERATED[s][key]
+  if memo then return memo[1], memo[2] end
   local errs = diag.new()
-  local kept, dropped = space.enumerate(s, t, errs)
+  local kept, dropped = space.enumerate(s, t, errs, opts)
   if not kept then
     local e = errs.list[1]
     error(("enumerate failed: %s:%d: %s"):format(e.file, e.line, e.msg))
   end
+  ENUMERATED[s][key] = { kept, dropped }
   return kept, dropped
 end
 
@@ -188,6 +212,16 @@ local function constraints_of(s, k)
   for _, c in ipairs(k.constraints or {}) do list[#list + 1] = c end
   for _, c in ipairs(s.constraints or {}) do list[#list + 1] = c end
   return list
+end
+
+-- The rules of one kind ("constraint" or "prune") that v breaks, in order.
+local function broken_rules(s, v, t, kind)
+  local k = kernel_of(s, v.algo)
+  local out = {}
+  for _, c in ipairs(kind == "prune" and (k.prune or {}) or constraints_of(s, k)) do
+    if not c[2](v, t) then out[#out + 1] = c[1] end
+  end
+  return out
 end
 
 -- One configuration's parameter values, as a string that identifies it.
@@ -235,14 +269,25 @@ end
 -- The space s reduced to kernel k, with parameter i fixed at `value`.
 local function probe_space(s, k, i, value)
   local params = {}
-  for j, p in ipairs(k.params) do params[j] = (j == i) and { p[1], { value }, p[3] } or p end
+  for j, p in ipairs(k.params) do
+    if j == i then
+      local probe = {}
+      for key, x in pairs(p) do probe[key] = x end -- the tag and join too
+      probe[2] = { value }
+      params[j] = probe
+    else
+      params[j] = p
+    end
+  end
   local probe_kernel = setmetatable({ params = params }, { __index = k })
   return setmetatable({ kernels = { probe_kernel } }, { __index = s })
 end
 
 -- ---- the generated text ----------------------------------------------
 
--- The DO-NOT-EDIT block at the top of a generated .cu.
+-- The DO-NOT-EDIT block at the top of a generated .cu; then the prologue
+-- that the generator writes (the ABI guard), up to the first #line; then the
+-- body, the expanded template.
 local function parse_header(text)
   local block = text:match("^(/%*.-%*/)\n")
   if not block then return nil end
@@ -252,6 +297,8 @@ local function parse_header(text)
   h.variant = block:match("\n %* variant: ([^\n]*)\n")
   h.family, h.algo = block:match("\n %* family:  (%S+) %(([^)]*)%)\n")
   h.target = block:match("\n %* target:  ([^\n]*)\n")
+  h.includes = {}
+  for path, hash in block:gmatch("\n %* includes: (%S+) %(FNV%-1a 64 (%x+)%)") do h.includes[path] = hash end
   local params = block:match("\n %* parameters:\n(.-)\n %* launch needs:")
   for line in ((params or "") .. "\n"):gmatch("([^\n]*)\n") do
     local name, value, meaning = line:match("^ %*   ([%a_][%w_]*) *= (%S+) +(.*)$")
@@ -259,7 +306,7 @@ local function parse_header(text)
   end
   h.threads, h.smem_static, h.smem_dynamic, h.cluster = block:match(
     "\n %* launch needs: (%d+) threads, (%d+) B static %+ (%d+) B dynamic shared memory, cluster (%d+),")
-  h.body = text:sub(#block + 2)
+  h.prologue, h.body = text:sub(#block + 2):match("^(.-)(#line .*)$")
   return h
 end
 
@@ -335,13 +382,15 @@ describe("ktgen", function()
   end
 
   describe("constraints", function()
-    it("each family and kernel has constraints with distinct, non-empty reasons", function()
+    it("each family and kernel has constraints and prune rules with distinct, non-empty reasons", function()
       local problems = {}
       for _, family in ipairs(FAMILIES) do
         local s = load_space(family)
         for _, k in ipairs(s.kernels) do
           local seen = {}
-          for _, c in ipairs(constraints_of(s, k)) do
+          local rules = constraints_of(s, k)
+          for _, c in ipairs(k.prune or {}) do rules[#rules + 1] = c end
+          for _, c in ipairs(rules) do
             if c[1] == "" then problems[#problems + 1] = family .. "/" .. k.algo .. ": empty reason" end
             if seen[c[1]] then problems[#problems + 1] = family .. "/" .. k.algo .. ": reason twice: " .. c[1] end
             seen[c[1]] = true
@@ -381,15 +430,15 @@ describe("ktgen", function()
       assert.are.same({}, problems)
     end)
 
-    it("every kept configuration passes every constraint, on every target", function()
+    it("every kept configuration passes every constraint and every prune rule, on every target", function()
       local problems = {}
       each_space_and_target(function(family, s, arch)
       local t = targets.get(arch)
       local kept = enumerate(s, t)
       for _, v in ipairs(kept) do
-        for _, c in ipairs(constraints_of(s, kernel_of(s, v.algo))) do
-          if not c[2](v, t) then
-            problems[#problems + 1] = ("%s kept %s, which breaks: %s"):format(arch, v.name, c[1])
+        for _, kind in ipairs({ "constraint", "prune" }) do
+          for _, r in ipairs(broken_rules(s, v, t, kind)) do
+            problems[#problems + 1] = ("%s kept %s, which breaks: %s"):format(arch, v.name, r)
           end
         end
       end
@@ -397,19 +446,127 @@ describe("ktgen", function()
       assert.are.same({}, problems)
     end)
 
-    it("every dropped configuration lists exactly the constraints it breaks, in order", function()
+    -- A configuration is dropped by the constraints (it cannot be built),
+    -- or else by pruning (it cannot win): never both, and pruning lists only
+    -- the prune rules it breaks.
+    it("every dropped configuration lists exactly the constraints, or else the prune rules, it breaks", function()
       local problems = {}
       each_space_and_target(function(family, s, arch)
       local t = targets.get(arch)
       local _, dropped = enumerate(s, t)
       for _, d in ipairs(dropped) do
-        local broken = {}
-        for _, c in ipairs(constraints_of(s, kernel_of(s, d.v.algo))) do
-          if not c[2](d.v, t) then broken[#broken + 1] = c[1] end
+        local constraints = broken_rules(s, d.v, t, "constraint")
+        local expected = constraints
+        if d.kind == "prune" then
+          expected = broken_rules(s, d.v, t, "prune")
+          if #constraints > 0 then
+            problems[#problems + 1] = ("%s pruned %s, which cannot be built: %s"):format(
+              arch, d.v.name, table.concat(constraints, "; "))
+          end
+        elseif d.kind ~= "constraint" then
+          problems[#problems + 1] = ("%s dropped %s as %s"):format(arch, d.v.name, tostring(d.kind))
         end
-        if #broken == 0 or table.concat(broken, "\n") ~= table.concat(d.reasons, "\n") then
-          problems[#problems + 1] = ("%s dropped %s for {%s} but it breaks {%s}"):format(
-            arch, d.v.name, table.concat(d.reasons, "; "), table.concat(broken, "; "))
+        if #expected == 0 or table.concat(expected, "\n") ~= table.concat(d.reasons, "\n") then
+          problems[#problems + 1] = ("%s dropped %s (%s) for {%s} but it breaks {%s}"):format(
+            arch, d.v.name, tostring(d.kind), table.concat(d.reasons, "; "), table.concat(expected, "; "))
+        end
+      end
+      end)
+      assert.are.same({}, problems)
+    end)
+
+    it("every prune rule drops a configuration that the constraints keep, with its reason (on some target)",
+      function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        local shown = {}
+        for _, arch in ipairs(TARGETS) do
+          local _, dropped = enumerate(s, targets.get(arch))
+          for _, d in ipairs(dropped) do
+            if d.kind == "prune" then
+              for _, r in ipairs(d.reasons) do shown[d.v.algo .. "\0" .. r] = true end
+            end
+          end
+        end
+        for _, k in ipairs(s.kernels) do
+          for _, c in ipairs(k.prune or {}) do
+            if not shown[k.algo .. "\0" .. c[1]] then
+              problems[#problems + 1] = family .. "/" .. k.algo .. " never prunes for: " .. c[1]
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    -- What pruning drops must be a measured loss: each reason starts with
+    -- the GPU it was measured on and, in parentheses, the file that records
+    -- the measurement, e.g. "H100 (bench/reference/README.md): ...".
+    it("every prune reason names the GPU and the file with the measurement", function()
+      local problems = {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, k in ipairs(s.kernels) do
+          for _, c in ipairs(k.prune or {}) do
+            local gpu, source = c[1]:match("^(%u[%w%-]*%d[%w%-]*) %(([^),]+)[^)]*%): %S")
+            if not gpu then
+              problems[#problems + 1] = family .. "/" .. k.algo .. ": names no GPU and source: " .. c[1]
+            elseif not exists(source) then
+              problems[#problems + 1] = family .. "/" .. k.algo .. ": cites a missing file " .. source
+            end
+          end
+        end
+      end
+      assert.are.same({}, problems)
+    end)
+
+    it("--no-prune keeps a superset: what pruning drops, each configuration passing every constraint", function()
+      local problems = {}
+      each_space_and_target(function(family, s, arch)
+      local t = targets.get(arch)
+      local kept, dropped = enumerate(s, t)
+      local all, all_dropped = enumerate(s, t, { no_prune = true })
+      local expected = {}
+      for _, v in ipairs(kept) do expected[v.name] = "kept" end
+      for _, d in ipairs(dropped) do
+        if d.kind == "prune" then expected[d.v.name] = "pruned" end
+        if d.kind == "constraint" then expected[d.v.name] = "infeasible" end
+      end
+      for _, d in ipairs(all_dropped) do
+        if d.kind ~= "constraint" or expected[d.v.name] ~= "infeasible" then
+          problems[#problems + 1] = ("%s --no-prune dropped %s (%s), which was %s"):format(
+            arch, d.v.name, tostring(d.kind), tostring(expected[d.v.name]))
+        end
+      end
+      for _, v in ipairs(all) do
+        local was = expected[v.name]
+        if was ~= "kept" and was ~= "pruned" then
+          problems[#problems + 1] = ("%s --no-prune kept %s, which was %s"):format(arch, v.name, tostring(was))
+        end
+        if (was == "pruned") ~= (v.pruned ~= nil) then
+          problems[#problems + 1] = arch .. " " .. v.name .. ": pruned is not marked as such"
+        end
+        local bad = broken_rules(s, v, t, "constraint")
+        if #bad > 0 then problems[#problems + 1] = arch .. " --no-prune kept " .. v.name .. ": " .. bad[1] end
+      end
+      if #all ~= #kept + count_kind(dropped, "prune") then
+        problems[#problems + 1] = ("%s %s: --no-prune keeps %d, not %d kept + %d pruned"):format(
+          family, arch, #all, #kept, count_kind(dropped, "prune"))
+      end
+      end)
+      assert.are.same({}, problems)
+    end)
+
+    it("never prunes a default: on every target each default is kept or cannot be built", function()
+      local problems = {}
+      each_space_and_target(function(family, s, arch)
+      local is_default = {}
+      for _, name in ipairs(s.defaults or {}) do is_default[name] = true end
+      local _, dropped = enumerate(s, targets.get(arch))
+      for _, d in ipairs(dropped) do
+        if is_default[d.v.name] and d.kind ~= "constraint" then
+          problems[#problems + 1] = arch .. ": default " .. d.v.name .. " is dropped by " .. d.kind
         end
       end
       end)
@@ -436,15 +593,33 @@ describe("ktgen", function()
             end
           end
         end
+        -- Kernel k needs no more probes once its own constraints and the
+        -- family-wide ones have each been shown (by any kernel, for those).
+        local function all_shown(k)
+          for _, c in ipairs(k.constraints or {}) do
+            if not shown[k.algo .. "\0" .. c[1]] then return false end
+          end
+          for _, c in ipairs(s.constraints or {}) do
+            local any = false
+            for _, other in ipairs(s.kernels) do any = any or shown[other.algo .. "\0" .. c[1]] end
+            if not any then return false end
+          end
+          return true
+        end
         for _, arch in ipairs(TARGETS) do
           local t = targets.get(arch)
           local _, dropped = enumerate(s, t)
           collect(dropped, t)
+        end
+        for _, arch in ipairs(TARGETS) do
+          local t = targets.get(arch)
           for _, k in ipairs(s.kernels) do
             for i, p in ipairs(k.params) do
               for _, value in ipairs(probe_values(p[2])) do
-                local _, probe_dropped = space.enumerate(probe_space(s, k, i, value), t, diag.new())
-                if probe_dropped then collect(probe_dropped, t) end
+                if not all_shown(k) then
+                  local _, probe_dropped = space.enumerate(probe_space(s, k, i, value), t, diag.new())
+                  if probe_dropped then collect(probe_dropped, t) end
+                end
               end
             end
           end
@@ -522,28 +697,35 @@ describe("ktgen", function()
       assert.are.same({}, problems)
     end)
 
-    it("spell out every parameter value as a whole token", function()
-      -- 8 must not be found inside 128, nor "block" inside "blocked".
-      local function has_token(name, value)
-        local s = tostring(value)
-        local class = s:match("^%d+$") and "%d" or "[%a%d]"
-        local from = 1
-        while true do
-          local a, b = name:find(s, from, true)
-          if not a then return false end
-          if not name:sub(a - 1, a - 1):match(class) and not name:sub(b + 1, b + 1):match(class) then
-            return true
-          end
-          from = a + 1
-        end
-      end
+    -- <family>_<algo>, then one token per parameter in the kernel's order:
+    -- its tag and its value, with the values of the parameters that join it
+    -- after an "x" (64x128x16).  So 8 is never found inside 128, nor "block"
+    -- inside "blocked": each value is read at its own place.
+    it("spell every parameter as its tag and value, in the kernel's order", function()
       local problems = {}
       each_space_and_target(function(family, s, arch)
       for _, v in ipairs((enumerate(s, targets.get(arch)))) do
-        for _, p in ipairs(v.param_names) do
-          if not has_token(v.name, v[p]) then
-            problems[#problems + 1] = ("%s does not spell %s = %s"):format(v.name, p, tostring(v[p]))
+        local k = kernel_of(s, v.algo)
+        local tokens = {}
+        for token in v.name:gmatch("[^_]+") do tokens[#tokens + 1] = token end
+        local ok = tokens[1] == family and tokens[2] == v.algo
+        local i, rest = 2, ""
+        for _, p in ipairs(k.params) do
+          local value = tostring(v[p[1]])
+          local want
+          if p.join then
+            want = p.join .. value
+          else
+            ok = ok and rest == "" -- the previous token was read to its end
+            i = i + 1
+            rest = tokens[i] or ""
+            want = p.tag .. value
           end
+          ok = ok and rest:sub(1, #want) == want
+          rest = rest:sub(#want + 1)
+        end
+        if not (ok and rest == "" and i == #tokens) then
+          problems[#problems + 1] = ("%s does not spell %s"):format(v.name, key_of(k, v))
         end
       end
       end)
@@ -555,7 +737,7 @@ describe("ktgen", function()
       for _, family in ipairs(FAMILIES) do
         local name_of = {} -- configuration -> name, from the first run seen
         for _ = 1, 2 do
-          local s = load_space(family) -- a fresh load: nothing carried over
+          local s = load_space_fresh(family) -- a fresh load: nothing carried over
           for _, arch in ipairs(TARGETS) do
             local kept, dropped = enumerate(s, targets.get(arch))
             local all = {}
@@ -618,7 +800,7 @@ describe("ktgen", function()
     it("--only keeps the matching variants and the defaults, each file as the full run writes it", function()
       local dir = mkdtemp()
       finally(function() rm_tree(dir) end)
-      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet --only 'matmul_wt_64x128x16_.*'")
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet --only 'matmul_wt_64x128x16_*'")
       assert(os.rename(dir .. "/out", dir .. "/only"))
       ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet")
       local only, full = tree(dir .. "/only"), tree(dir .. "/out")
@@ -640,10 +822,123 @@ describe("ktgen", function()
       table.sort(problems)
       assert.are.same({}, problems)
       assert.is_true(count(want) > #FAMILIES * 2)
-      assert.is_truthy(only["variants.mk"]:find("KT_GENERATED_ONLY := matmul_wt_64x128x16_.*", 1, true))
+      assert.is_truthy(only["variants.mk"]:find("KT_GENERATED_ONLY := matmul_wt_64x128x16_*\n", 1, true))
       local code, _, err = ktgen("--arch sm_90 --out " .. dir .. "/bad --only 'matmul_wt_[12'")
       assert.are.equal(2, code)
-      assert.is_truthy(err:find("bad --only pattern", 1, true), err)
+      assert.is_truthy(err:find("bad --only pattern 'matmul_wt_[12'", 1, true), err)
+      assert.is_false(exists(dir .. "/bad"))
+    end)
+
+    -- The same globs as the tuner's --variants (fnmatch(3), flags 0), each
+    -- matching a whole name; checked here against names the spaces make.
+    it("--only takes comma-separated shell globs, each matching a whole name", function()
+      local names = {}
+      for _, family in ipairs(FAMILIES) do
+        for _, v in ipairs((enumerate(load_space(family), targets.get("sm_90")))) do names[#names + 1] = v.name end
+      end
+      local function selected(globs)
+        local list = assert(glob.list(globs))
+        local out = {}
+        for _, name in ipairs(names) do
+          if glob.any(list, name) then out[#out + 1] = name end
+        end
+        return out
+      end
+      local function all(pred)
+        local out = {}
+        for _, name in ipairs(names) do
+          if pred(name) then out[#out + 1] = name end
+        end
+        return out
+      end
+      local function starts(prefix) return function(name) return name:sub(1, #prefix) == prefix end end
+      -- * matches any run, also none; a glob matches the whole name, not a part.
+      assert.are.same(all(starts("hist_band_")), selected("hist_band_*"))
+      assert.are.same({}, selected("hist_band_"))
+      assert.are.same({}, selected("band*"))
+      assert.are.same(all(function(n) return n:find("_cyclic_", 1, true) ~= nil end), selected("*_cyclic_*"))
+      -- ? is one character; [...] a set, [!...] its complement, with ranges and classes.
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c%d_") ~= nil end), selected("hist_dsm_c?_*"))
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c[24]_") ~= nil end), selected("hist_dsm_c[24]_*"))
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c[2-4]_") ~= nil end), selected("hist_dsm_c[2-4]_*"))
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c[^1]") ~= nil end), selected("hist_dsm_c[!1]*"))
+      assert.are.same(all(function(n) return n:match("^hist_dsm_c%d%d_") ~= nil end),
+        selected("hist_dsm_c[[:digit:]][[:digit:]]_*"))
+      -- Several globs, blanks around them ignored: the union.
+      local union = all(function(n) return starts("hist_band_")(n) or starts("hist_global_")(n) end)
+      assert.are.same(union, selected(" hist_band_* , hist_global_*"))
+      -- Lua's magic characters are plain: . is a dot, not any character.
+      assert.are.same({}, selected("hist.band_*"))
+      assert.is_truthy(("a.b%c-d+e"):match(assert(glob.pattern("a.b%c-d+e"))))
+      assert.is_falsy(("aXb%c-d+e"):match(assert(glob.pattern("a.b%c-d+e"))))
+      assert.is_truthy(("a*b"):match(assert(glob.pattern("a\\*b"))))
+      assert.is_falsy(("axb"):match(assert(glob.pattern("a\\*b"))))
+      assert.is_truthy(("]"):match(assert(glob.pattern("[]]"))))
+      -- What fnmatch would read otherwise, or not at all, is refused.
+      for _, bad in ipairs({ "a[bc", "a[!", "x[[:nope:]]", "x[z-a]", "x\\" }) do
+        assert.is_nil(glob.list(bad), bad)
+      end
+    end)
+
+    it("--only warns about a glob that matches nothing, and when nothing matched at all", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local code, _, err = ktgen("--arch sm_90 --out " .. dir .. "/a --quiet --only 'hist_band_*,nothing_*'")
+      assert.are.equal(0, code)
+      assert.is_truthy(err:find("warning: --only 'nothing_*' matched no variant", 1, true), err)
+      assert.is_falsy(err:find("hist_band_*", 1, true), err)
+      code, _, err = ktgen("--arch sm_90 --out " .. dir .. "/b --quiet --only 'nothing_*'")
+      assert.are.equal(0, code)
+      assert.is_truthy(err:find("--only matched no variant; only the defaults are kept", 1, true), err)
+    end)
+
+    -- --no-prune adds the pruned variants; the others keep their files byte
+    -- for byte (tuned entries stay valid), and the defaults stay the same.
+    it("--no-prune also writes what pruning drops, each other file as the pruned run writes it", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local arch = "sm_86"
+      ktgen_ok("--arch " .. arch .. " --out " .. dir .. "/out --quiet --no-prune")
+      assert(os.rename(dir .. "/out", dir .. "/all"))
+      ktgen_ok("--arch " .. arch .. " --out " .. dir .. "/out --quiet")
+      local all, pruned = tree(dir .. "/all"), tree(dir .. "/out")
+      local want = {} -- path -> true for what only --no-prune writes
+      for _, family in ipairs(FAMILIES) do
+        local _, dropped = enumerate(load_space(family), targets.get(arch))
+        for _, d in ipairs(dropped) do
+          if d.kind == "prune" then want[family .. "/" .. d.v.name .. ".cu"] = true end
+        end
+      end
+      local problems = {}
+      for path, text in pairs(pruned) do
+        if path:match("%.cu$") and all[path] ~= text then problems[#problems + 1] = "differs: " .. path end
+      end
+      for path, text in pairs(all) do
+        if path:match("%.cu$") and not pruned[path] then
+          if not want[path] then problems[#problems + 1] = "not pruned, yet only in --no-prune: " .. path end
+          want[path] = nil
+          local h = parse_header(text)
+          if not (h and h.command == "lua5.4 generator/ktgen.lua --arch " .. arch .. " --out " .. dir ..
+            "/out --no-prune") then
+            problems[#problems + 1] = path .. ": header command " .. tostring(h and h.command)
+          end
+        end
+      end
+      for path in pairs(want) do problems[#problems + 1] = "pruned, yet not written: " .. path end
+      local function defaults(registry_c)
+        local out = {}
+        for name, e in pairs((parse_registry(registry_c))) do
+          if tonumber(e.default_rank) > 0 then out[#out + 1] = e.default_rank .. " " .. name end
+        end
+        table.sort(out)
+        return table.concat(out, ", ")
+      end
+      table.sort(problems)
+      assert.are.same({}, problems)
+      assert.is_true(count(all) > count(pruned))
+      assert.are.equal(defaults(pruned["registry.c"]), defaults(all["registry.c"]))
+      assert.is_truthy(all["variants.mk"]:find("\nKT_GENERATED_NO_PRUNE := 1\n", 1, true))
+      assert.is_truthy(pruned["variants.mk"]:find("\nKT_GENERATED_NO_PRUNE := \n", 1, true))
     end)
 
     it("writes every file on the first run and rewrites none on a rerun", function()
@@ -700,7 +995,7 @@ describe("ktgen", function()
             check(h, where .. "no file, or no header at its top")
             if h then
               check(h.version == registry.VERSION, where .. "version " .. tostring(h.version))
-              check(h.template == s.template, where .. "template " .. tostring(h.template))
+              check(h.template == kernel_of(s, v.algo).template, where .. "template " .. tostring(h.template))
               check(h.target == arch, where .. "target " .. tostring(h.target))
               check(h.variant == v.name, where .. "variant " .. tostring(h.variant))
               check(h.family == family and h.algo == v.algo, where .. "family line")
@@ -720,6 +1015,161 @@ describe("ktgen", function()
           end
         end
       end
+      assert.are.same({}, problems)
+    end)
+  end)
+
+  -- A name's tags read the same in every family (generator/tags.lua).
+  describe("tags", function()
+    it("mean one thing in every family: each belongs to one parameter, which has that tag everywhere", function()
+      local problems, param_of, tag_of = {}, {}, {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        for _, k in ipairs(s.kernels) do
+          for j, p in ipairs(k.params) do
+            local where = family .. "/" .. k.algo .. " " .. p[1] .. ": "
+            local tag = p.tag
+            if p.join then
+              if j == 1 or tag ~= nil or p.join ~= "x" then problems[#problems + 1] = where .. "bad join" end
+            elseif tag == nil then
+              problems[#problems + 1] = where .. "no tag"
+            elseif tag == "" then
+              if not tags.bare[p[1]] then problems[#problems + 1] = where .. "no tag, and not listed as bare" end
+            elseif not tags.list[tag] then
+              problems[#problems + 1] = where .. "tag " .. tag .. " is not in generator/tags.lua"
+            elseif tags.list[tag][1] ~= p[1] then
+              problems[#problems + 1] = where .. "tag " .. tag .. " belongs to " .. tags.list[tag][1]
+            end
+            if tag and tag ~= "" then
+              if param_of[tag] and param_of[tag] ~= p[1] then
+                problems[#problems + 1] = where .. "tag " .. tag .. " also spells " .. param_of[tag]
+              end
+              param_of[tag] = p[1]
+            end
+            if not p.join then
+              if tag_of[p[1]] and tag_of[p[1]] ~= tag then
+                problems[#problems + 1] = where .. "spelled " .. tostring(tag) .. " here, " .. tag_of[p[1]] .. " elsewhere"
+              end
+              tag_of[p[1]] = tag
+            end
+          end
+        end
+      end
+      for tag, entry in pairs(tags.list) do
+        if not tag:match("^%l%l?%l?$") then problems[#problems + 1] = "tag '" .. tag .. "' is not 1-3 letters" end
+        if type(entry[2]) ~= "string" or entry[2] == "" then problems[#problems + 1] = tag .. " has no meaning" end
+        if not param_of[tag] then problems[#problems + 1] = "tag " .. tag .. " (" .. entry[1] .. ") is used nowhere" end
+      end
+      table.sort(problems)
+      assert.are.same({}, problems)
+    end)
+
+    it("are checked by the generator: unknown, taken by another parameter, missing, or a join out of place",
+      function()
+      assert.is_nil(tags.check({ "threads", { 256 }, "m", tag = "t" }))
+      assert.is_nil(tags.check({ "layout", { "cyclic" }, "m", tag = "" }))
+      assert.is_nil(tags.check({ "bn", { 64 }, "m", join = "x" }, { "bm", { 32 }, "m", tag = "" }))
+      assert.matches("tag 'q' is not in generator/tags.lua", tags.check({ "rep", { 1 }, "m", tag = "q" }), 1, true)
+      assert.matches("tag 't' means threads per block", tags.check({ "tt", { "8x8" }, "m", tag = "t" }), 1, true)
+      assert.matches("has no tag", tags.check({ "rep", { 1 }, "m" }), 1, true)
+      assert.matches("has no tag, which only", tags.check({ "rep", { 1 }, "m", tag = "" }), 1, true)
+      assert.matches("it is the first", tags.check({ "bn", { 64 }, "m", join = "x" }), 1, true)
+    end)
+  end)
+
+  describe("templates", function()
+    it("are one per kernel: each kernel names one that exists, the family none, and no template is unused",
+      function()
+      local problems, named = {}, {}
+      for _, family in ipairs(FAMILIES) do
+        local s = load_space(family)
+        if s.template ~= nil then problems[#problems + 1] = family .. " names a family-wide template" end
+        for _, k in ipairs(s.kernels) do
+          local path = k.template
+          if type(path) ~= "string" then
+            problems[#problems + 1] = family .. "/" .. tostring(k.algo) .. " names no template"
+          elseif not path:match("^templates/[%w_]+%.cu%.tpl$") or not read(path) then
+            problems[#problems + 1] = family .. "/" .. k.algo .. ": no template " .. path
+          elseif named[path] then
+            problems[#problems + 1] = path .. " is named by " .. named[path] .. " and " .. family .. "/" .. k.algo
+          else
+            named[path] = family .. "/" .. k.algo
+          end
+        end
+      end
+      local p = assert(io.popen("ls templates"))
+      for name in p:lines() do
+        if name:match("%.cu%.tpl$") and not named["templates/" .. name] then
+          problems[#problems + 1] = "templates/" .. name .. " is named by no kernel"
+        end
+      end
+      p:close()
+      assert.are.same({}, problems)
+    end)
+
+    -- A shared header is part of every kernel that includes it: its hash is
+    -- in the kernel's header, so the source hash moves when it does.
+    it("have the shared headers they include hashed into each generated file", function()
+      local problems, checked = {}, 0
+      for name, f in pairs(variants("sm_90")) do
+        local h = parse_header(f.text)
+        local want = {}
+        for inc in read(h.template):gmatch('\n#include "([%w_]+%.cuh)"') do
+          want["templates/" .. inc] = fnv1a64(assert(read("templates/" .. inc)))
+        end
+        if count(want) > 0 then checked = checked + 1 end
+        if table.concat(sorted_keys(want), " ") ~= table.concat(sorted_keys(h.includes), " ") then
+          problems[#problems + 1] = name .. ": includes " .. table.concat(sorted_keys(h.includes), " ")
+        end
+        for path, hash in pairs(want) do
+          if h.includes[path] ~= hash then problems[#problems + 1] = name .. ": hash of " .. path end
+          if not f.text:find('\n#include "' .. path:match("[^/]+$") .. '"\n', 1, true) then
+            problems[#problems + 1] = name .. " does not include " .. path
+          end
+        end
+      end
+      assert.is_true(checked > 0)
+      assert.are.same({}, problems)
+      local mk = TREE.sm_90.files["variants.mk"]
+      assert.is_truthy(mk:find("\nKT_INCLUDES_hist := templates/hist_common.cuh\n", 1, true), mk)
+    end)
+  end)
+
+  -- The one constant in generator/registry.lua against the one in
+  -- runtime/kt_variant.h; no template states it.
+  describe("the ABI guard", function()
+    local function guard_abi(text)
+      local n = text:match('\n#include "kt_variant.h"\n#if KT_ABI_VERSION != (%d+)\n#error "[^"\n]*"\n#endif\n')
+      return tonumber(n)
+    end
+
+    it("is the runtime's KT_ABI_VERSION", function()
+      local runtime = tonumber(read("runtime/kt_variant.h"):match("\n#define KT_ABI_VERSION (%d+)\n"))
+      assert.is_not_nil(runtime)
+      assert.are.equal(runtime, registry.ABI)
+    end)
+
+    it("is in every generated C and CUDA file, before the template's code, and in no template", function()
+      local problems = {}
+      for _, arch in ipairs(TARGETS) do
+        for path, text in pairs(TREE[arch].files) do
+          if path:match("%.cu$") then
+            local h = parse_header(text)
+            if not (h and h.prologue and guard_abi("\n" .. h.prologue) == registry.ABI) then
+              problems[#problems + 1] = arch .. " " .. path .. ": no guard between the header and the body"
+            end
+          elseif path:match("%.[ch]$") and guard_abi(text) ~= registry.ABI then
+            problems[#problems + 1] = arch .. " " .. path .. ": no guard"
+          end
+        end
+      end
+      local p = assert(io.popen("ls templates"))
+      for name in p:lines() do
+        if (read("templates/" .. name) or ""):find("KT_ABI_VERSION", 1, true) then
+          problems[#problems + 1] = "templates/" .. name .. " states the ABI version"
+        end
+      end
+      p:close()
       assert.are.same({}, problems)
     end)
   end)
@@ -933,11 +1383,17 @@ describe("ktgen", function()
         file = "hist.space.lua", find = '"rep copies need at least rep warps"',
         from = "v.threads // 32", to = "v.no_such_field.threads // 32", msg = "no_such_field" },
       { what = "a Lua syntax error on an '@' line of a template",
-        file = "matmul.cu.tpl", find = '@ if algo == "tiled" then', from = "==", to = "== =",
+        file = "matmul_wt.cu.tpl", find = '@ if vec == 4 then', from = "==", to = "== =",
         msg = "unexpected symbol" },
       { what = "an undefined variable in a template $(...) expression",
-        file = "hist.cu.tpl", find = "constexpr int THREADS = $(threads);", from = "$(threads)",
+        file = "hist_smem.cu.tpl", find = "constexpr int THREADS = $(threads);", from = "$(threads)",
         to = "$(no_such_value)", msg = "'no_such_value' is not defined" },
+      { what = "a parameter tag that generator/tags.lua does not list",
+        file = "hist.space.lua", find = '{ "rep", { 1, 2 }', from = 'tag = "r"', to = 'tag = "q"',
+        msg = "tag 'q' is not in generator/tags.lua" },
+      { what = "a parameter tag that means another parameter",
+        file = "hist.space.lua", find = '{ "rep", { 1, 2 }', from = 'tag = "r"', to = 'tag = "t"',
+        msg = "tag 't' means threads per block" },
       { what = "a derive() that forgets a required field",
         file = "matmul.space.lua", anchor = 'algo = "tiled"', find = "v.min_cc",
         from = "v.cluster, v.min_cc, v.align = 1, 0, 1", to = "v.cluster, v.align = 1, 1",

@@ -1,72 +1,9 @@
-@ -- templates/matmul.cu.tpl: the matmul family, C = alpha * A * B + beta * C.
-@ -- Row-major fp32 with leading dimensions; any M, N, K >= 1.  The space
-@ -- (templates/matmul.space.lua) sets `algo` and the values used below.
-#include "kt_variant.h"
-#if KT_ABI_VERSION != 4
-#error "this file was generated for kt_variant.h ABI 4: run make generate"
-#endif
+@ -- templates/matmul_wt.cu.tpl: the matmul family's warp-tiled kernel,
+@ -- C = alpha * A * B + beta * C.  Row-major fp32 with leading dimensions;
+@ -- any M, N, K >= 1.  The space (templates/matmul.space.lua) sets the values
+@ -- used below.
+#include "kt_launch.h"
 
-@ if algo == "tiled" then
-/*
- * The CUDA C Programming Guide's shared-memory matrix multiply.
- *
- * Each block computes one BS x BS tile of C, one element per thread.  It
- * walks along K in steps of BS: the block stages a BS x BS tile of A and one
- * of B in shared memory, so each element loaded from global memory is used
- * BS times.  Unlike the Guide's version, edge tiles are predicated: loads
- * outside A or B read as zero (so the inner product needs no test) and
- * threads outside C store nothing.  That makes any M, N, K valid.
- */
-constexpr int BS = $(bs);  // BLOCK_SIZE
-constexpr int PAD = $(pad); // floats of padding per shared-memory row
-
-extern "C" __global__ void __launch_bounds__(BS * BS)
-$(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long lda,
-        const float *__restrict__ B, long long ldb, float beta, float *__restrict__ C,
-        long long ldc, int tiles_n)
-{
-  __shared__ float As[BS][BS + PAD];
-  __shared__ float Bs[BS][BS + PAD];
-
-  // A 1-D grid of tiles, row by row: grids of any size fit in gridDim.x.
-  const int tile_m = blockIdx.x / tiles_n, tile_n = blockIdx.x % tiles_n;
-  const int tx = threadIdx.x, ty = threadIdx.y;
-  const int row = tile_m * BS + ty;
-  const int col = tile_n * BS + tx;
-
-  float acc = 0.0f;
-  for (int k0 = 0; k0 < K; k0 += BS) {
-    As[ty][tx] = (row < M && k0 + tx < K) ? A[(size_t)row * lda + k0 + tx] : 0.0f;
-    Bs[ty][tx] = (k0 + ty < K && col < N) ? B[(size_t)(k0 + ty) * ldb + col] : 0.0f;
-    // Both tiles must be complete before any thread reads them ...
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < BS; ++k)
-      acc += As[ty][k] * Bs[k][tx];
-    // ... and fully read before the next step overwrites them.
-    __syncthreads();
-  }
-  if (row < M && col < N) {
-    float *c = &C[(size_t)row * ldc + col];
-    // beta == 0 must not read C: it may hold NaN.
-    *c = beta == 0.0f ? alpha * acc : alpha * acc + beta * *c;
-  }
-}
-
-extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
-{
-  const kt_matmul_args *a = (const kt_matmul_args *)args;
-  const long long tiles_m = (a->M + BS - 1) / BS, tiles_n = (a->N + BS - 1) / BS;
-  if (tiles_m * tiles_n > 0x7fffffffLL)
-    return (int)cudaErrorInvalidConfiguration;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((unsigned)(tiles_m * tiles_n));
-  cfg.blockDim = dim3(BS, BS);
-  cfg.stream = stream;
-  return (int)cudaLaunchKernelEx(&cfg, $(name), a->M, a->N, a->K, a->alpha, a->A, a->lda,
-                                 a->B, a->ldb, a->beta, a->C, a->ldc, (int)tiles_n);
-}
-@ elseif algo == "wt" then
 /*
  * Warp-tiled matrix multiply with a cp.async pipeline.
  *
@@ -298,7 +235,7 @@ static __device__ __forceinline__ void write_c(const float (&acc)[TM][TN], int r
   }
 }
 
-@ if cl > 1 then
+@ if cluster > 1 then
 /*
  * Split-K inside a cluster: the CL blocks of a cluster (along gridDim.y)
  * compute the same C tile over CL chunks of K, so a tile that alone would
@@ -310,7 +247,7 @@ static __device__ __forceinline__ void write_c(const float (&acc)[TM][TN], int r
  * workspace or second kernel is needed.
  */
 #include <cooperative_groups.h>
-constexpr int CL = $(cl);      // blocks per cluster = K chunks
+constexpr int CL = $(cluster);      // blocks per cluster = K chunks
 constexpr int LDR = BN + 4;    // row stride of the parked partial tile
 constexpr int RED_ROWS = BM / CL; // rows each block finishes
 static_assert(RED_ROWS * CL == BM, "the tile's rows split evenly over the cluster");
@@ -364,7 +301,7 @@ static __device__ __forceinline__ void cluster_reduce(const float (&acc)[TM][TN]
 extern "C" __global__ void __launch_bounds__(THREADS$(occ > 0 and (", " .. occ) or ""))
 $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long lda,
         const float *__restrict__ B, long long ldb, float beta, float *__restrict__ C,
-        long long ldc, int tiles_m, int tiles_n$((split > 1 or cl > 1) and ", int k_chunk, float *__restrict__ W" or ""))
+        long long ldc, int tiles_m, int tiles_n$((split > 1 or cluster > 1) and ", int k_chunk, float *__restrict__ W" or ""))
 {
   extern __shared__ float4 smem4[];
   float *const smem = reinterpret_cast<float *>(smem4);
@@ -379,7 +316,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   const int row0 = (first_m + local % band_rows) * BM;
   const int col0 = (local / band_rows) * BN;
 
-@ if split > 1 or cl > 1 then
+@ if split > 1 or cluster > 1 then
   // This block's chunk of K: [k_begin, K), K lowered to the chunk's end.
   const int k_begin = blockIdx.y * k_chunk;
   if (k_chunk < K - k_begin) // k_begin + k_chunk may pass INT_MAX on the last chunk
@@ -475,7 +412,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   if (steps > 0)
     outer_product(acc, a[(BK - 1) & 1], b[(BK - 1) & 1]);
   cp_async_wait<0>(); // no copy may land after the block has exited
-@ if cl > 1 then
+@ if cluster > 1 then
   __syncthreads(); // the stages are free: the partial tile goes there
   (void)w;
   cluster_reduce(acc, smem, wr, wc, row0, col0, M, N, alpha, beta, C, ldc);
@@ -548,8 +485,7 @@ $(name)_reduce_wide(int M, int N, int splits, float alpha, const float *__restri
   }
 }
 
-constexpr int SPLIT = $(split);               // most K chunks
-constexpr size_t MAX_WORKSPACE = 256u << 20; // bytes of partial tiles at most
+constexpr int SPLIT = $(split); // most K chunks
 
 @ end
 extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
@@ -565,34 +501,19 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   cfg.stream = stream;
 @ if smem_dynamic > 48 * 1024 then
   /* Over 48 KB of shared memory needs an opt-in, once per device. */
-  static unsigned long long opted; // bit d: done on device d
-  int dev = 0;
-  cudaError_t oe = cudaGetDevice(&dev);
+  static kt_launch_once once;
+  const cudaError_t oe = kt_launch_prepare(&once, (const void *)$(name), $(smem_dynamic), 0, 0, nullptr);
   if (oe != cudaSuccess)
     return (int)oe;
-  if (dev >= 64)
-    return (int)cudaErrorInvalidDevice;
-  if (!(__atomic_load_n(&opted, __ATOMIC_RELAXED) >> dev & 1)) {
-    oe = cudaFuncSetAttribute($(name), cudaFuncAttributeMaxDynamicSharedMemorySize, $(smem_dynamic));
-    if (oe != cudaSuccess)
-      return (int)oe;
-    __atomic_fetch_or(&opted, 1ull << dev, __ATOMIC_RELAXED);
-  }
 @ end
 @ if split > 1 then
-  /* As many chunks as SPLIT allows with whole BK steps each and a workspace
-   * of at most MAX_WORKSPACE; one chunk needs no workspace at all. */
+  /* As many chunks as SPLIT allows with whole BK steps each and a bounded
+   * workspace (kt_matmul_splits, runtime/kt_variant.h: dispatch's cost
+   * model predicts with the same formula); one chunk needs no workspace. */
   const size_t tile_bytes = (size_t)a->M * a->N * sizeof(float);
-  long long splits = SPLIT;
-  if ((long long)(MAX_WORKSPACE / tile_bytes) < splits)
-    splits = (long long)(MAX_WORKSPACE / tile_bytes);
-  const long long steps = (a->K + BK - 1) / BK;
-  if (splits > steps)
-    splits = steps;
-  if (splits < 1)
-    splits = 1;
-  const int k_chunk = (int)((steps + splits - 1) / splits) * BK;
-  splits = (a->K + k_chunk - 1) / k_chunk;
+  long long chunk = 0;
+  const long long splits = kt_matmul_splits(a->M, a->N, a->K, BK, SPLIT, &chunk);
+  const int k_chunk = (int)chunk;
   cfg.gridDim.y = (unsigned)splits;
   float *W = nullptr;
   cudaError_t e;
@@ -623,7 +544,7 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
       e = f;
   }
   return (int)e;
-@ elseif cl > 1 then
+@ elseif cluster > 1 then
   // CL chunks of whole BK steps, one per block of the cluster (a chunk may be empty).
   const long long steps = (a->K + BK - 1) / BK;
   const int k_chunk = (int)((steps + CL - 1) / CL) * BK;
@@ -642,6 +563,3 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
                                  a->B, a->ldb, a->beta, a->C, a->ldc, (int)tiles_m, (int)tiles_n);
 @ end
 }
-@ else
-@   error("matmul template has no algorithm '" .. algo .. "'")
-@ end
