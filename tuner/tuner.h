@@ -3,7 +3,8 @@
  *
  * Modules, one prefix each: tune.c (kt_tune_: `ktune tune`), worker.c
  * (kt_worker_: `ktune __worker`), workers.c (kt_workers_: running workers),
- * result.c (kt_tune_result_), family.c (kt_tune_family_: the table), and one
+ * result.c (kt_tune_result_), family.c (kt_tune_family_: the table), results.c
+ * (kt_results_cli_: `ktune show`, `export`, `import`), and one
  * file per family: matmul.c (kt_tune_matmul_), hist.c (kt_tune_hist_).
  * measure.h has what checking and timing need whatever the family.
  */
@@ -144,6 +145,15 @@ int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o);
  * patterns (fnmatch(3)) that each match whole names?  An exact name is a
  * pattern too.  NULL selects all. */
 int kt_tune_selected(const char *globs, const char *name);
+
+/* ---- results.c: reading databases, and moving results as text ----------- */
+
+/* ktune show / export / import; argc and argv as main's (argv[1] is the
+ * command).  0, 1 on failure, 2 for bad arguments; --help prints the usage
+ * on stdout. */
+int kt_results_cli_show(int argc, char **argv);
+int kt_results_cli_export(int argc, char **argv);
+int kt_results_cli_import(int argc, char **argv);
 
 /* ---- worker.c ----------------------------------------------------------- */
 
