@@ -250,7 +250,7 @@ int kt_tune_main(int argc, char **argv)
       char key[96];
       kt_problem_key(p, 1, key, sizeof key);
       kt_tune_result *rs = calloc((size_t)nv[f] + 1, sizeof *rs);
-      kt_workers_opts w = {NULL, o.timeout_s, o.seed, on_event, NULL};
+      kt_workers_opts w = {NULL, o.timeout_s, o.seed, on_event, NULL, 0};
       kt_workers_run(p, key, vs[f], nv[f], &w, rs);
       runs[f][i] = (kt_tune_run){*p, rs, nv[f]};
       kt_measurement *ms = calloc((size_t)nv[f] + 1, sizeof *ms);

@@ -169,6 +169,7 @@ typedef struct kt_workers_opts {
    * recorded result (variant NULL, finished 1).  May be NULL. */
   void (*event)(void *user, const char *key, const char *variant, int finished);
   void *user;
+  int device; /* the CUDA ordinal the worker measures on */
 } kt_workers_opts;
 
 /* Measure vs[0..n) on problem p (key names it in events) in worker
@@ -176,5 +177,12 @@ typedef struct kt_workers_opts {
  * Leaves no child process behind. */
 void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
                     kt_tune_result *out);
+
+/* kt_workers_run over several GPUs at once: vs[i] is measured on GPU
+ * devices[i] (o->device is ignored), each GPU's variants one after another
+ * in their order here, the GPUs side by side.  out[i] gets vs[i]'s result,
+ * always; o->event may be called from several threads at once. */
+void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_variant **vs, const int *devices, int n,
+                           const kt_workers_opts *o, kt_tune_result *out);
 
 #endif
