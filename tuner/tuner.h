@@ -128,6 +128,8 @@ static inline const char *kt_tune_family_param(const kt_variant *v, const char *
 
 int kt_tune_main(int argc, char **argv); /* ktune tune ... */
 
+#define KT_TUNE_MAX_GPUS 64 /* GPUs one tune spreads over */
+
 typedef struct kt_tune_opts {
   const char *db;
   int on[KT_TUNE_MAX_FAMILIES]; /* tune kt_tune_families[f]? */
@@ -135,11 +137,28 @@ typedef struct kt_tune_opts {
   const char *variants; /* comma-separated globs, or NULL for all */
   double timeout_s;
   unsigned long long seed;
+  const char *gpus; /* --gpus: "all" or ordinals "0,1"; NULL = all */
+  int fresh;        /* --fresh: measure again what the database holds */
 } kt_tune_opts;
 
 /* Read `ktune tune`'s arguments (argv[2]...) into o: 0, or 2 after a
  * message on stderr. */
 int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o);
+
+/* The GPUs a tune uses, by their index in gpus[0..n) (which are the
+ * visible GPUs, gpus[i].ordinal == i): `list` is --gpus, "all" or NULL for
+ * every GPU of the chip (kt_device_chip) of GPU `current`, or ordinals
+ * ("0,2"), which must be of one chip.  Fills chosen[] (room for n) and
+ * returns how many, or -1 with a message in err. */
+int kt_tune_select_gpus(const char *list, const kt_device_info *gpus, int n, int current, int *chosen, char *err,
+                        size_t errlen);
+
+/* The tune itself, once the GPUs are known and the database (o->db) is
+ * open: measure what db does not hold already (everything with o->fresh)
+ * on gpus[0..n) with workers running `worker` (NULL: this program), record,
+ * rank and print the tables.  0, or 1 when the database could not be
+ * written.  Tests pass described GPUs and a fake worker. */
+int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int n, kt_db *db, const char *worker);
 
 /* Is the variant named name selected by globs, comma-separated shell
  * patterns (fnmatch(3)) that each match whole names?  An exact name is a
