@@ -74,9 +74,11 @@ TUNER_OBJS := $(TUNER_SRCS:%.c=build/obj/%.o)
 TOOL_OBJS := $(filter-out build/obj/tuner/main.o,$(TUNER_OBJS))
 C_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 GEN_INPUTS := $(wildcard generator/*.lua templates/*)
+# Shipped results (ktune export, one per GPU) make the system layer, build/system.db.
+SHIPPED_RESULTS := $(wildcard tuning-db/shipped/*.json)
 
 .PHONY: all generate tune test test-lua bench clean deps help install FORCE
-all: build/libktune.a build/libktune.so build/ktune build/example
+all: build/libktune.a build/libktune.so build/ktune build/example $(if $(SHIPPED_RESULTS),build/system.db)
 
 help:
 	@echo "make [all]      build generated kernels, libktune, the ktune CLI and the example"
@@ -163,6 +165,13 @@ build/example: build/obj/examples/example.o build/libktune.a
 tune: deps
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all
 	$(Q)./build/ktune tune $(DB_ARG) $(TUNE_ARGS)
+
+# The shipped results, imported (CPU only) into the system layer that the
+# runtime finds beside the program.  Rebuilt when ktune is: its sources
+# decide which rows rank.
+build/system.db: $(SHIPPED_RESULTS) build/ktune
+	$(call say,IMPORT,$@)
+	$(Q)rm -f $@.tmp && ./build/ktune import --db $@.tmp $(SHIPPED_RESULTS) >/dev/null && mv $@.tmp $@
 
 # ---- tests ---------------------------------------------------------------
 build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a

@@ -16,6 +16,9 @@
  * returns the file to a rollback journal, which plain read-only opens can
  * read, and a reader that still finds a WAL file it cannot join opens it
  * immutable (see open_checked).
+ *
+ * The file's text form, for moving results between files (ktune export and
+ * import), is at the end.
  */
 #include <errno.h>
 #include <sys/stat.h>
@@ -31,6 +34,11 @@
 #include "registry.h"
 
 #define BUSY_MS 30000 /* how long a writer waits for another's lock */
+
+/* Which of a key's measurements is the newest: the latest measured, and of
+ * those recorded in one second the last recorded.  Not the id alone: an
+ * import adds old measurements after newer ones. */
+#define NEWEST_FIRST "measured_at DESC, id DESC"
 
 struct kt_db {
   sqlite3 *h;
@@ -356,7 +364,7 @@ int kt_db_prune(kt_db *db, int keep, char *err, size_t errlen)
   char sql[640];
   snprintf(sql, sizeof sql,
            "DELETE FROM measurements WHERE id IN (SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY"
-           " device, generator_version, family, problem, dist, variant, source_hash ORDER BY id DESC) AS age"
+           " device, generator_version, family, problem, dist, variant, source_hash ORDER BY " NEWEST_FIRST ") AS age"
            " FROM measurements) WHERE age > %d)",
            keep);
   int rc = exec(db, "BEGIN IMMEDIATE", err, errlen);
@@ -459,17 +467,15 @@ static int cmp_cand(const void *a, const void *b)
   return strcmp(x->v->name, y->v->name);
 }
 
-int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err, size_t errlen)
+/* kt_db_rank inside a write transaction that the caller holds (kt_db_rank
+ * and kt_db_import): the number ranked, or a negative KT_ERR_*. */
+static int rank_locked(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err,
+                       size_t errlen)
 {
-  if (db->mode != KT_DB_WRITE)
-    return -fail(err, errlen, KT_ERR_DB_WRITE, "database opened read-only", NULL);
   char key[96];
   kt_problem_key(p, 0, key, sizeof key);
   const char *fam = kt_family_name(p->family);
-  int rc = exec(db, "BEGIN IMMEDIATE", err, errlen);
-  if (rc)
-    return -rc;
-
+  int rc;
   cand *c = calloc((size_t)kt_registry_count, sizeof *c);
   char dists[4][16];
   int ndists = 0, nc = 0;
@@ -480,7 +486,7 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
   }
   /* Newest first, so each (variant, distribution) takes its latest ok time. */
   const char *q = "SELECT variant, source_hash, dist, status, time_ms, rate FROM measurements"
-                  " WHERE device=? AND generator_version=? AND family=? AND problem=? ORDER BY id DESC";
+                  " WHERE device=? AND generator_version=? AND family=? AND problem=? ORDER BY " NEWEST_FIRST;
   if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK) {
     rc = fail(err, errlen, KT_ERR_DB_WRITE, "prepare", db->h);
     goto out;
@@ -575,13 +581,22 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
 out:
   sqlite3_finalize(st);
   free(c);
-  if (rc == KT_OK)
-    rc = exec(db, "COMMIT", err, errlen);
-  if (rc != KT_OK) {
-    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+  return rc == KT_OK ? nc : -rc;
+}
+
+int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err, size_t errlen)
+{
+  if (db->mode != KT_DB_WRITE)
+    return -fail(err, errlen, KT_ERR_DB_WRITE, "database opened read-only", NULL);
+  int rc = exec(db, "BEGIN IMMEDIATE", err, errlen);
+  if (rc)
     return -rc;
-  }
-  return nc;
+  int n = rank_locked(db, device_fp, gen_version, p, err, errlen);
+  if (n >= 0 && (rc = exec(db, "COMMIT", err, errlen)) != KT_OK)
+    n = -rc;
+  if (n < 0)
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+  return n;
 }
 
 int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tuned **out, int *count, char *err,
@@ -666,5 +681,517 @@ int kt_db_same_chip(kt_db *db, const char *chip, const char *gen_version, char *
     rc = KT_OK;
   }
   sqlite3_finalize(st);
+  return rc;
+}
+
+int kt_db_recorded(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, kt_db_each each,
+                   void *user, char *err, size_t errlen)
+{
+  char key[96];
+  kt_problem_key(p, 0, key, sizeof key);
+  sqlite3_stmt *st = NULL;
+  const char *q = "SELECT variant, source_hash, status, reason, time_ms, rate, max_err, reps FROM (SELECT *,"
+                  " row_number() OVER (PARTITION BY variant, source_hash ORDER BY " NEWEST_FIRST ") AS age"
+                  " FROM measurements WHERE device=? AND generator_version=? AND family=? AND problem=? AND dist=?)"
+                  " WHERE age = 1 ORDER BY variant, source_hash";
+  if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK)
+    return fail(err, errlen, KT_ERR_DB_OPEN, "reading measurements", db->h);
+  bind_key(st, device_fp, gen_version, kt_family_name(p->family), key);
+  bind_text(st, 5, p->dist);
+  int step;
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    kt_measurement m;
+    memset(&m, 0, sizeof m);
+    m.problem = *p;
+    m.variant = (const char *)sqlite3_column_text(st, 0);
+    m.source_hash = (const char *)sqlite3_column_text(st, 1);
+    m.status = (const char *)sqlite3_column_text(st, 2);
+    m.reason = (const char *)sqlite3_column_text(st, 3);
+    m.time_ms = sqlite3_column_double(st, 4);
+    m.rate = sqlite3_column_double(st, 5);
+    m.max_err = sqlite3_column_double(st, 6);
+    m.reps = sqlite3_column_int(st, 7);
+    each(user, &m);
+  }
+  int rc = step == SQLITE_DONE ? KT_OK : fail(err, errlen, KT_ERR_DB_OPEN, "reading measurements", db->h);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int kt_db_devices(kt_db *db, const char *gen_version, kt_db_device **out, int *count, char *err, size_t errlen)
+{
+  *out = NULL;
+  *count = 0;
+  sqlite3_stmt *st = NULL;
+  kt_db_device *d = NULL;
+  int n = 0, step = SQLITE_DONE;
+  const char *q = "SELECT fingerprint, name, cc, sm_count, mem_bytes FROM devices ORDER BY fingerprint";
+  if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK)
+    return fail(err, errlen, KT_ERR_DB_OPEN, "reading devices", db->h);
+  while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+    kt_db_device *nd = realloc(d, sizeof *d * (size_t)(n + 1));
+    if (!nd) {
+      step = SQLITE_NOMEM;
+      break;
+    }
+    d = nd;
+    kt_db_device *x = &d[n++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->fingerprint, sizeof x->fingerprint, "%s", (const char *)sqlite3_column_text(st, 0));
+    snprintf(x->name, sizeof x->name, "%s", (const char *)sqlite3_column_text(st, 1));
+    x->cc = sqlite3_column_int(st, 2);
+    x->sm_count = sqlite3_column_int(st, 3);
+    x->mem_bytes = (unsigned long long)sqlite3_column_int64(st, 4);
+  }
+  sqlite3_finalize(st);
+  st = NULL;
+  /* Each device's rows, as this build sees them: current when the row's
+   * generator, variant and source are this build's, else stale. */
+  q = "SELECT device, generator_version, variant, source_hash, count(*) FROM measurements GROUP BY 1, 2, 3, 4";
+  if (step == SQLITE_DONE && (step = sqlite3_prepare_v2(db->h, q, -1, &st, NULL)) == SQLITE_OK) {
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+      const char *fp = (const char *)sqlite3_column_text(st, 0);
+      const kt_variant *v = kt_registry_find((const char *)sqlite3_column_text(st, 2));
+      const int current = v && strcmp((const char *)sqlite3_column_text(st, 1), gen_version) == 0 &&
+                          strcmp((const char *)sqlite3_column_text(st, 3), v->source_hash) == 0;
+      const long long rows = sqlite3_column_int64(st, 4);
+      for (int i = 0; i < n; ++i)
+        if (strcmp(d[i].fingerprint, fp) == 0) {
+          d[i].measurements += rows;
+          *(current ? &d[i].current : &d[i].stale) += rows;
+        }
+    }
+  }
+  sqlite3_finalize(st);
+  if (step != SQLITE_DONE) {
+    free(d);
+    return step == SQLITE_NOMEM ? KT_ERR_NO_MEMORY : fail(err, errlen, KT_ERR_DB_OPEN, "reading measurements", db->h);
+  }
+  *out = d;
+  *count = n;
+  return KT_OK;
+}
+
+/* ---- the text form: export and import ------------------------------------
+ *
+ * An export is one JSON object (KT_RESULTS_FORMAT): a header, then arrays of
+ * devices, measurements, rankings and the exporting build's sources, one
+ * element per line in a fixed order, with nothing that changes between two
+ * exports of the same rows (no export time, no row ids, no last_seen), so
+ * that exports diff well and a shipped file changes only where results do.
+ * SQLite writes and reads the JSON (json_object, json_each), so strings
+ * are quoted and unquoted by one well-tested parser.
+ *
+ * Within a key (device, generator, problem, distribution, variant, source)
+ * the measurements keep their order, oldest first, and an import appends
+ * them in that order, so "newest" (NEWEST_FIRST) means the same after a
+ * round trip. */
+
+/* The columns an export writes, as json_object arguments; an import reads
+ * the same names back. */
+#define DEVICE_JSON                                                                                               \
+  "json_object('fingerprint', fingerprint, 'name', name, 'cc', cc, 'sm_count', sm_count, 'mem_bytes', mem_bytes," \
+  " 'driver_version', driver_version, 'runtime_version', runtime_version)"
+#define MEASUREMENT_JSON                                                                                        \
+  "json_object('device', device, 'generator_version', generator_version, 'family', family, 'problem', problem," \
+  " 'dist', dist, 'm', m, 'n', n, 'k', k, 'nbins', nbins, 'nsamples', nsamples, 'variant', variant,"            \
+  " 'source_hash', source_hash, 'status', status, 'reason', reason, 'time_ms', time_ms, 'rate', rate,"          \
+  " 'max_err', max_err, 'reps', reps, 'measured_at', measured_at)"
+#define RANKING_JSON                                                                                            \
+  "json_object('device', device, 'generator_version', generator_version, 'family', family, 'problem', problem," \
+  " 'rank', rank, 'variant', variant, 'source_hash', source_hash, 'time_ms', time_ms, 'rate', rate)"
+#define SIZE_ORDER "m, n, k, nbins, nsamples"
+
+/* Print the member `name`: an array of q's rows (one text column; ?1 bound
+ * to device unless it is NULL), one per line.  SQLITE_OK or SQLite's error. */
+static int write_array(kt_db *db, FILE *out, const char *name, const char *q, const char *device)
+{
+  sqlite3_stmt *st = NULL;
+  int rc = sqlite3_prepare_v2(db->h, q, -1, &st, NULL);
+  if (rc != SQLITE_OK)
+    return rc;
+  if (device)
+    bind_text(st, 1, device);
+  fprintf(out, "\"%s\":[", name);
+  int i = 0;
+  while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+    fprintf(out, "%s\n%s", i++ ? "," : "", (const char *)sqlite3_column_text(st, 0));
+  fprintf(out, "\n],\n");
+  sqlite3_finalize(st);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+int kt_db_export(kt_db *db, const char *device_fp, FILE *out, char *err, size_t errlen)
+{
+  sqlite3_stmt *st = NULL;
+  /* The header, and whether the device is there at all (before anything is written). */
+  const char *hq = "SELECT json_object('format', ?1, 'format_version', ?2, 'generator_version', ?3),"
+                   " ?4 IS NULL OR EXISTS (SELECT 1 FROM devices WHERE fingerprint = ?4)";
+  if (sqlite3_prepare_v2(db->h, hq, -1, &st, NULL) != SQLITE_OK)
+    return fail(err, errlen, KT_ERR_DB_OPEN, "export", db->h);
+  bind_text(st, 1, KT_RESULTS_FORMAT);
+  sqlite3_bind_int(st, 2, KT_RESULTS_FORMAT_VERSION);
+  bind_text(st, 3, kt_registry_generator_version);
+  if (device_fp)
+    bind_text(st, 4, device_fp);
+  if (sqlite3_step(st) != SQLITE_ROW) {
+    int rc = fail(err, errlen, KT_ERR_DB_OPEN, "export", db->h);
+    sqlite3_finalize(st);
+    return rc;
+  }
+  if (!sqlite3_column_int(st, 1)) {
+    sqlite3_finalize(st);
+    snprintf(err, errlen, "no device '%s' in this file (ktune show --all lists them)", device_fp);
+    return KT_ERR_DB_MISSING;
+  }
+  const char *head = (const char *)sqlite3_column_text(st, 0);
+  fprintf(out, "%.*s,\n", (int)strlen(head) - 1, head); /* the object stays open for the arrays */
+  sqlite3_finalize(st);
+
+  const char *where = device_fp ? " WHERE device = ?1" : "";
+  char q[1024];
+  int rc;
+  snprintf(q, sizeof q, "SELECT " DEVICE_JSON " FROM devices%s ORDER BY fingerprint",
+           device_fp ? " WHERE fingerprint = ?1" : "");
+  rc = write_array(db, out, "devices", q, device_fp);
+  if (rc == SQLITE_OK) {
+    snprintf(q, sizeof q,
+             "SELECT " MEASUREMENT_JSON " FROM measurements%s ORDER BY device, generator_version, family, " SIZE_ORDER
+             ", dist, variant, source_hash, measured_at, id",
+             where);
+    rc = write_array(db, out, "measurements", q, device_fp);
+  }
+  if (rc == SQLITE_OK) {
+    snprintf(q, sizeof q,
+             "SELECT " RANKING_JSON " FROM winners%s ORDER BY device, generator_version, family, " SIZE_ORDER ", rank",
+             where);
+    rc = write_array(db, out, "rankings", q, device_fp);
+  }
+  if (rc == SQLITE_OK) {
+    /* The sources of this build, for the variants the file names, so that a
+     * reader can tell which of its rows this build would rank. */
+    sqlite3_stmt *obj = NULL;
+    snprintf(q, sizeof q, "SELECT DISTINCT variant FROM measurements%s ORDER BY variant", where);
+    rc = sqlite3_prepare_v2(db->h, q, -1, &st, NULL);
+    if (rc == SQLITE_OK)
+      rc = sqlite3_prepare_v2(db->h, "SELECT json_object('variant', ?1, 'source_hash', ?2)", -1, &obj, NULL);
+    if (rc == SQLITE_OK) {
+      if (device_fp)
+        bind_text(st, 1, device_fp);
+      fprintf(out, "\"sources\":[");
+      int i = 0;
+      while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const kt_variant *v = kt_registry_find((const char *)sqlite3_column_text(st, 0));
+        if (!v)
+          continue;
+        sqlite3_reset(obj);
+        bind_text(obj, 1, v->name);
+        bind_text(obj, 2, v->source_hash);
+        if (sqlite3_step(obj) == SQLITE_ROW)
+          fprintf(out, "%s\n%s", i++ ? "," : "", (const char *)sqlite3_column_text(obj, 0));
+      }
+      fprintf(out, "\n]}\n");
+      rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+    }
+    sqlite3_finalize(st);
+    sqlite3_finalize(obj);
+  }
+  if (rc != SQLITE_OK)
+    return fail(err, errlen, KT_ERR_DB_OPEN, "export", db->h);
+  if (fflush(out) != 0 || ferror(out)) {
+    snprintf(err, errlen, "writing the export: %s", strerror(errno));
+    return KT_ERR_DB_WRITE;
+  }
+  return KT_OK;
+}
+
+/* What an import requires of each element: its members and the JSON types
+ * each may have (json_type()'s names, as an SQL list).  Members that are
+ * not listed are ignored, so a later ktune may add some. */
+typedef struct member {
+  const char *name, *types;
+} member;
+
+#define NUMBER "'integer','real'"
+static const member DEVICE_MEMBERS[] = {{"fingerprint", "'text'"},
+                                        {"name", "'text'"},
+                                        {"cc", "'integer'"},
+                                        {"sm_count", "'integer'"},
+                                        {"mem_bytes", "'integer'"},
+                                        {"driver_version", "'integer','null'"},
+                                        {"runtime_version", "'integer','null'"},
+                                        {NULL, NULL}};
+static const member MEASUREMENT_MEMBERS[] = {{"device", "'text'"},
+                                             {"generator_version", "'text'"},
+                                             {"family", "'text'"},
+                                             {"problem", "'text'"},
+                                             {"dist", "'text'"},
+                                             {"m", "'integer','null'"},
+                                             {"n", "'integer','null'"},
+                                             {"k", "'integer','null'"},
+                                             {"nbins", "'integer','null'"},
+                                             {"nsamples", "'integer','null'"},
+                                             {"variant", "'text'"},
+                                             {"source_hash", "'text'"},
+                                             {"status", "'text'"},
+                                             {"reason", "'text'"},
+                                             {"time_ms", NUMBER ",'null'"},
+                                             {"rate", NUMBER ",'null'"},
+                                             {"max_err", NUMBER ",'null'"},
+                                             {"reps", "'integer','null'"},
+                                             {"measured_at", "'text'"},
+                                             {NULL, NULL}};
+
+/* "SELECT key, why FROM json_each(?1, '$.<array>') ...": the first element
+ * of the array that lacks a member or has one of the wrong type, with why;
+ * `extra` adds checks of values ("WHEN cond THEN 'why'"). */
+static void check_query(char *buf, size_t len, const char *array, const member *ms, const char *extra)
+{
+  size_t n = (size_t)snprintf(buf, len,
+                              "SELECT key, why FROM (SELECT key, CASE WHEN json_type(value) IS NOT 'object'"
+                              " THEN 'not an object'");
+  for (const member *m = ms; m->name && n < len; ++m)
+    n += (size_t)snprintf(buf + n, len - n,
+                          " WHEN coalesce(json_type(value, '$.%s'), 'missing') NOT IN (%s)"
+                          " THEN '%s: missing or of the wrong type'",
+                          m->name, m->types, m->name);
+  if (n < len)
+    snprintf(buf + n, len - n, "%s END AS why FROM json_each(?1, '$.%s')) WHERE why IS NOT NULL ORDER BY key LIMIT 1",
+             extra, array);
+}
+
+/* "SELECT json_extract(value, '$.a'), ... FROM json_each(?1, '$.<array>')". */
+static void extract_query(char *buf, size_t len, const char *array, const member *ms)
+{
+  size_t n = (size_t)snprintf(buf, len, "SELECT ");
+  for (const member *m = ms; m->name && n < len; ++m)
+    n += (size_t)snprintf(buf + n, len - n, "%sjson_extract(value, '$.%s')", m == ms ? "" : ", ", m->name);
+  if (n < len)
+    snprintf(buf + n, len - n, " FROM json_each(?1, '$.%s') ORDER BY key", array);
+}
+
+/* Run a query on the document (?1) that gives at most one row; *row gets
+ * the row's first two columns as text ("" when NULL).  1 when there was a
+ * row, 0 when none, -1 on an SQLite error. */
+static int doc_row(kt_db *db, const char *q, const char *doc, char *a, size_t alen, char *b, size_t blen)
+{
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK)
+    return -1;
+  sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+  int rc = sqlite3_step(st);
+  if (rc == SQLITE_ROW) {
+    const char *x = (const char *)sqlite3_column_text(st, 0), *y = (const char *)sqlite3_column_text(st, 1);
+    snprintf(a, alen, "%s", x ? x : "");
+    if (b)
+      snprintf(b, blen, "%s", y ? y : "");
+  }
+  sqlite3_finalize(st);
+  return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Refuse, before anything of it is written, a document that is not ours,
+ * is newer, or is not whole: KT_OK or KT_ERR_DB_* with err saying why. */
+static int import_check(kt_db *db, const char *name, const char *doc, char *err, size_t errlen)
+{
+  char a[256], b[256], q[4096];
+  const char *head = "SELECT json_valid(?1), json_type(?1) = 'object' AND json_extract(?1, '$.format') IS ?2";
+  sqlite3_stmt *st = NULL;
+  if (sqlite3_prepare_v2(db->h, head, -1, &st, NULL) != SQLITE_OK)
+    return fail(err, errlen, KT_ERR_DB_OPEN, "import", db->h);
+  sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+  bind_text(st, 2, KT_RESULTS_FORMAT);
+  int valid = 0, ours = 0;
+  if (sqlite3_step(st) == SQLITE_ROW) {
+    valid = sqlite3_column_int(st, 0);
+    ours = sqlite3_column_int(st, 1);
+  }
+  sqlite3_finalize(st);
+  if (!valid) {
+    /* Ours but cut short or edited, or something else altogether. */
+    if (strstr(doc, "\"" KT_RESULTS_FORMAT "\"")) {
+      snprintf(err, errlen, "%s: damaged: not valid JSON (cut short or edited?)", name);
+      return KT_ERR_DB_DAMAGED;
+    }
+    snprintf(err, errlen, "%s: not a ktune results file (not JSON)", name);
+    return KT_ERR_DB_FOREIGN;
+  }
+  if (!ours) {
+    snprintf(err, errlen, "%s: not a ktune results file (no \"format\": \"" KT_RESULTS_FORMAT "\")", name);
+    return KT_ERR_DB_FOREIGN;
+  }
+  if (doc_row(db, "SELECT json_type(?1, '$.format_version'), json_extract(?1, '$.format_version')", doc, a, sizeof a, b,
+              sizeof b) != 1 ||
+      strcmp(a, "integer") != 0 || atoll(b) < 1) {
+    snprintf(err, errlen, "%s: damaged: no format_version", name);
+    return KT_ERR_DB_DAMAGED;
+  }
+  if (atoll(b) > KT_RESULTS_FORMAT_VERSION) {
+    snprintf(err, errlen, "%s: format version %s is newer than this ktune's %d", name, b, KT_RESULTS_FORMAT_VERSION);
+    return KT_ERR_DB_VERSION;
+  }
+  if (doc_row(db,
+              "SELECT CASE WHEN json_type(?1, '$.devices') IS NOT 'array' THEN 'devices'"
+              " WHEN json_type(?1, '$.measurements') IS NOT 'array' THEN 'measurements'"
+              " WHEN coalesce(json_type(?1, '$.rankings'), 'array') != 'array' THEN 'rankings' END",
+              doc, a, sizeof a, NULL, 0) != 1) {
+    return fail(err, errlen, KT_ERR_DB_OPEN, "import", db->h);
+  }
+  if (a[0]) {
+    snprintf(err, errlen, "%s: damaged: \"%s\" is missing or not an array", name, a);
+    return KT_ERR_DB_DAMAGED;
+  }
+  static const char *const arrays[] = {"devices", "measurements"};
+  const member *const members[] = {DEVICE_MEMBERS, MEASUREMENT_MEMBERS};
+  /* A measurement's values must make sense to the ranking as well. */
+  const char *const extra[] = {"",
+                               " WHEN json_extract(value, '$.status') NOT IN"
+                               " ('ok','wrong','launch_failed','timed_out','skipped') THEN 'status: unknown'"
+                               " WHEN json_extract(value, '$.status') = 'ok' AND"
+                               " NOT (json_extract(value, '$.time_ms') > 0) THEN 'ok without a positive time_ms'"
+                               " WHEN json_extract(value, '$.device') NOT IN (SELECT json_extract(d.value,"
+                               " '$.fingerprint') FROM json_each(?1, '$.devices') d) THEN 'device: not in devices'"};
+  for (int i = 0; i < 2; ++i) {
+    check_query(q, sizeof q, arrays[i], members[i], extra[i]);
+    int r = doc_row(db, q, doc, a, sizeof a, b, sizeof b);
+    if (r < 0)
+      return fail(err, errlen, KT_ERR_DB_OPEN, "import", db->h);
+    if (r == 1) {
+      snprintf(err, errlen, "%s: damaged: %s[%s]: %s", name, arrays[i], a, b);
+      return KT_ERR_DB_DAMAGED;
+    }
+  }
+  return KT_OK;
+}
+
+/* Copy each element of `array` into the table with `insert`, binding the
+ * members in order; adds the rows written to *added and the rest to *same. */
+static int import_rows(kt_db *db, const char *doc, const char *array, const member *ms, const char *insert, int *added,
+                       int *same)
+{
+  char q[2048];
+  extract_query(q, sizeof q, array, ms);
+  sqlite3_stmt *rd = NULL, *wr = NULL;
+  int rc = sqlite3_prepare_v2(db->h, q, -1, &rd, NULL);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(db->h, insert, -1, &wr, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(rd, 1, doc, -1, SQLITE_STATIC);
+    while ((rc = sqlite3_step(rd)) == SQLITE_ROW) {
+      sqlite3_reset(wr);
+      for (int c = 0; c < sqlite3_column_count(rd); ++c)
+        sqlite3_bind_value(wr, c + 1, sqlite3_column_value(rd, c));
+      if ((rc = sqlite3_step(wr)) != SQLITE_DONE)
+        break;
+      *(sqlite3_changes(db->h) ? added : same) += 1;
+    }
+    rc = rc == SQLITE_DONE ? SQLITE_OK : rc;
+  }
+  sqlite3_finalize(rd);
+  sqlite3_finalize(wr);
+  return rc;
+}
+
+/* A measurement that the database already holds (the same key, time of
+ * measurement, status and values, the numbers as an export writes them) is
+ * not added again: importing a file twice, or one's own export, adds nothing. */
+static const char *const INSERT_MEASUREMENT =
+    "INSERT INTO measurements (device, generator_version, family, problem, dist, m, n, k, nbins, nsamples, variant,"
+    " source_hash, status, reason, time_ms, rate, max_err, reps, measured_at)"
+    " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19"
+    " WHERE NOT EXISTS (SELECT 1 FROM measurements WHERE device = ?1 AND generator_version = ?2 AND family = ?3"
+    " AND problem = ?4 AND dist = ?5 AND variant = ?11 AND source_hash = ?12 AND measured_at = ?19"
+    " AND status = ?13 AND reason = ?14 AND reps IS ?18"
+    " AND json_quote(time_ms) = json_quote(CAST(?15 AS REAL)) AND json_quote(rate) = json_quote(CAST(?16 AS REAL))"
+    " AND json_quote(max_err) = json_quote(CAST(?17 AS REAL)))";
+
+/* Rank again every problem of this build's generator that the document
+ * has measurements of. */
+static int import_rank(kt_db *db, const char *name, const char *doc, int *ranked, char *err, size_t errlen)
+{
+  sqlite3_stmt *st = NULL;
+  const char *q = "SELECT DISTINCT json_extract(value, '$.device'), json_extract(value, '$.family'),"
+                  " json_extract(value, '$.problem') FROM json_each(?1, '$.measurements')"
+                  " WHERE json_extract(value, '$.generator_version') = ?2";
+  if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK)
+    return fail(err, errlen, KT_ERR_DB_WRITE, "import", db->h);
+  sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+  bind_text(st, 2, kt_registry_generator_version);
+  int rc = KT_OK, step;
+  while (rc == KT_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    const kt_family_ops *ops = kt_family_find((const char *)sqlite3_column_text(st, 1));
+    const char *key = (const char *)sqlite3_column_text(st, 2);
+    kt_problem p;
+    if (!ops)
+      continue; /* a family this build does not have: kept, never ranked */
+    if (ops->parse(key, &p) != KT_OK) {
+      snprintf(err, errlen, "%s: damaged: '%s' is not a %s problem", name, key, ops->name);
+      rc = KT_ERR_DB_DAMAGED;
+      break;
+    }
+    p.family = ops->id;
+    int n = rank_locked(db, (const char *)sqlite3_column_text(st, 0), kt_registry_generator_version, &p, err, errlen);
+    if (n < 0)
+      rc = -n;
+    else
+      ++*ranked;
+  }
+  if (rc == KT_OK && step != SQLITE_DONE)
+    rc = fail(err, errlen, KT_ERR_DB_WRITE, "import", db->h);
+  sqlite3_finalize(st);
+  return rc;
+}
+
+int kt_db_import_check(int n, const char *const *names, const char *const *docs, char *err, size_t errlen)
+{
+  kt_db mem = {NULL, KT_DB_READ};
+  if (sqlite3_open(":memory:", &mem.h) != SQLITE_OK) {
+    sqlite3_close(mem.h);
+    return fail(err, errlen, KT_ERR_NO_MEMORY, "no memory for SQLite", NULL);
+  }
+  int rc = KT_OK;
+  for (int i = 0; i < n && rc == KT_OK; ++i)
+    rc = import_check(&mem, names[i], docs[i], err, errlen);
+  sqlite3_close(mem.h);
+  return rc;
+}
+
+int kt_db_import(kt_db *db, int n, const char *const *names, const char *const *docs, kt_db_import_counts *c, char *err,
+                 size_t errlen)
+{
+  memset(c, 0, sizeof *c);
+  if (db->mode != KT_DB_WRITE)
+    return fail(err, errlen, KT_ERR_DB_WRITE, "database opened read-only", NULL);
+  /* Every file is checked before anything is written, and everything is
+   * written in one transaction: any error leaves the database as it was. */
+  for (int i = 0; i < n; ++i) {
+    int rc = import_check(db, names[i], docs[i], err, errlen);
+    if (rc != KT_OK)
+      return rc;
+  }
+  int rc = exec(db, "BEGIN IMMEDIATE", err, errlen);
+  if (rc != KT_OK)
+    return rc;
+  for (int i = 0; i < n && rc == KT_OK; ++i) {
+    int ignored = 0;
+    if (import_rows(db, docs[i], "devices", DEVICE_MEMBERS,
+                    "INSERT INTO devices (fingerprint, name, cc, sm_count, mem_bytes, driver_version, runtime_version)"
+                    " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (fingerprint) DO NOTHING",
+                    &c->devices, &ignored) != SQLITE_OK ||
+        import_rows(db, docs[i], "measurements", MEASUREMENT_MEMBERS, INSERT_MEASUREMENT, &c->measurements,
+                    &c->duplicates) != SQLITE_OK) {
+      snprintf(err, errlen, "%s: %s", names[i], sqlite3_errmsg(db->h));
+      rc = KT_ERR_DB_WRITE;
+      break;
+    }
+    rc = import_rank(db, names[i], docs[i], &c->ranked, err, errlen);
+    c->files += rc == KT_OK;
+  }
+  if (rc == KT_OK)
+    rc = exec(db, "COMMIT", err, errlen);
+  if (rc != KT_OK) {
+    sqlite3_exec(db->h, "ROLLBACK", NULL, NULL, NULL);
+    memset(c, 0, sizeof *c);
+  }
   return rc;
 }

@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "ktune.h"
 #include "kt_variant.h"
@@ -194,6 +195,56 @@ KT_INTERNAL int kt_db_load(kt_db *db, const char *device_fp, const char *gen_ver
  * KT_ERR_DB_MISSING when there is none. */
 KT_INTERNAL int kt_db_same_chip(kt_db *db, const char *chip, const char *gen_version, char *out, size_t len);
 
+/* What has been recorded already: each() gets the newest measurement of
+ * every (variant, source hash) of problem p in its distribution p->dist,
+ * whatever its status, for this device and generator, variants in name
+ * order.  m's strings last only during the call.  A tune measures the rest. */
+typedef void (*kt_db_each)(void *user, const kt_measurement *m);
+KT_INTERNAL int kt_db_recorded(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p,
+                               kt_db_each each, void *user, char *err, size_t errlen);
+
+/* A device of the file, and its measurements as this build sees them. */
+typedef struct kt_db_device {
+  char fingerprint[384], name[256];
+  int cc, sm_count;
+  unsigned long long mem_bytes;
+  long long measurements; /* all of them */
+  long long current;      /* of gen_version, by a variant of this build with its source hash */
+  long long stale;        /* the rest: kept, never ranked or dispatched */
+} kt_db_device;
+
+/* Every device in the file, by fingerprint.  *out is malloc'd (free it). */
+KT_INTERNAL int kt_db_devices(kt_db *db, const char *gen_version, kt_db_device **out, int *count, char *err,
+                              size_t errlen);
+
+/* The text form (see db.c): one JSON object that names its format. */
+#define KT_RESULTS_FORMAT "ktune-results"
+#define KT_RESULTS_FORMAT_VERSION 1
+
+/* Write the devices, measurements, rankings and this build's sources of one
+ * device (device_fp), or of all (NULL), to out.  KT_ERR_DB_MISSING, with
+ * nothing written, when the file has no such device. */
+KT_INTERNAL int kt_db_export(kt_db *db, const char *device_fp, FILE *out, char *err, size_t errlen);
+
+typedef struct kt_db_import_counts {
+  int files, devices, measurements; /* added */
+  int duplicates;                   /* measurements the database held already */
+  int ranked;                       /* problems ranked again */
+} kt_db_import_counts;
+
+/* Merge n exports (docs[i], read from names[i]) into the database in one
+ * transaction, then rank again every problem of this build's generator
+ * that they measured.  All or nothing: a document that is not ours
+ * (KT_ERR_DB_FOREIGN), of a newer format (KT_ERR_DB_VERSION) or not whole
+ * (KT_ERR_DB_DAMAGED), or any failure to write, leaves the database as it
+ * was; err names the file and the reason.  Measurements held already are
+ * not added twice. */
+/* kt_db_import's checks alone, without a database: a tool runs them
+ * before it opens (and so creates) the file it imports into. */
+KT_INTERNAL int kt_db_import_check(int n, const char *const *names, const char *const *docs, char *err, size_t errlen);
+KT_INTERNAL int kt_db_import(kt_db *db, int n, const char *const *names, const char *const *docs,
+                             kt_db_import_counts *c, char *err, size_t errlen);
+
 /* ---- results.c: where results live, loaded in layers -------------------- */
 
 #define KT_RESULTS_LAYERS 2 /* user, system */
@@ -217,6 +268,10 @@ typedef void (*kt_results_log)(void *user, int level, const char *fmt, ...) __at
 /* The user database's path: $KTUNE_DB, else the user's data folder.
  * KT_ERR_BAD_OPTION when there is no home to put it in. */
 KT_INTERNAL int kt_results_user_path(char *buf, size_t len);
+
+/* mkdir -p the folders above path: the user database's, before a tool
+ * first writes it.  The library itself never writes results. */
+KT_INTERNAL void kt_results_make_parent_dirs(const char *path);
 
 /* The system database's path (see results.c): option, else
  * $KTUNE_SYSTEM_DB, else the installed file, else system.db beside the

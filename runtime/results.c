@@ -49,6 +49,19 @@ int kt_results_user_path(char *buf, size_t len)
   return n > 0 && (size_t)n < len ? KT_OK : KT_ERR_BAD_OPTION;
 }
 
+void kt_results_make_parent_dirs(const char *path)
+{
+  char dir[1024];
+  if (snprintf(dir, sizeof dir, "%s", path) >= (int)sizeof dir)
+    return;
+  for (char *p = dir + 1; *p; ++p)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(dir, 0755);
+      *p = '/';
+    }
+}
+
 int kt_results_system_path(const char *option, char *buf, size_t len)
 {
   const char *p = option ? option : getenv("KTUNE_SYSTEM_DB");

@@ -143,6 +143,22 @@ static inline long long kt_test_sql_int(const char *path, const char *sql)
   return v;
 }
 
+/* The first column of the first row of a query as text ("" for NULL or no
+ * row), read-only.  Free the result. */
+static inline char *kt_test_sql_text(const char *path, const char *sql)
+{
+  sqlite3 *h = NULL;
+  cr_assert_eq(sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK, "sqlite3_open %s", path);
+  sqlite3_stmt *st = NULL;
+  cr_assert_eq(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK, "%s: %s", sql, sqlite3_errmsg(h));
+  const char *t = sqlite3_step(st) == SQLITE_ROW ? (const char *)sqlite3_column_text(st, 0) : NULL;
+  char *copy = strdup(t ? t : "");
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  cr_assert_not_null(copy);
+  return copy;
+}
+
 /* ---- a described device ------------------------------------------------- */
 
 /* An H100-like device; cc and cluster support as given. */

@@ -720,3 +720,79 @@ Test(db, prune_keeps_the_newest_measurements_and_the_ranking)
   cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE time_ms IN (8, 9, 10)"), 0);
   cr_assert_eq(kt_test_sql_int(path, "SELECT round(time_ms) FROM winners WHERE rank = 1"), 5);
 }
+
+/* ---- what a tune need not measure again ---------------------------------- */
+
+typedef struct seen {
+  int n;
+  char variant[8][96], hash[8][24], status[8][16];
+  double ms[8];
+} seen;
+
+static void collect(void *user, const kt_measurement *m)
+{
+  seen *s = user;
+  cr_assert_lt(s->n, 8);
+  snprintf(s->variant[s->n], sizeof s->variant[0], "%s", m->variant);
+  snprintf(s->hash[s->n], sizeof s->hash[0], "%s", m->source_hash);
+  snprintf(s->status[s->n], sizeof s->status[0], "%s", m->status);
+  s->ms[s->n++] = m->time_ms;
+}
+
+Test(db, recorded_gives_the_newest_result_of_each_variant_whatever_its_status)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1), other = kt_test_device("Other GPU", 90, 1);
+  const kt_variant *h[3];
+  for (int i = 0; i < 3; ++i)
+    h[i] = kt_test_need(kt_test_is_hist, i, "hist");
+  kt_problem u = kt_test_hist_problem(256, 1000, "uniform"), sk = kt_test_hist_problem(256, 1000, "skewed");
+  kt_measurement first[3] = {kt_test_measure(h[0], u, "ok", 2.0), kt_test_measure(h[1], u, "wrong", 0),
+                             kt_test_measure(h[2], sk, "ok", 1.0)};
+  kt_test_tune(path, &dev, first, 3, kt_test_hist_problem(256, 1000, ""));
+  kt_measurement second[3] = {kt_test_measure(h[0], u, "ok", 1.5), kt_test_measure(h[2], u, "timed_out", 0),
+                              kt_test_measure(h[1], u, "ok", 9.0)};
+  second[2].source_hash = "0000000000000000"; /* a since-regenerated source: reported with its hash */
+  kt_test_tune(path, &dev, second, 3, kt_test_hist_problem(256, 1000, ""));
+  kt_test_tune(path, &other, first, 1, kt_test_hist_problem(256, 1000, ""));
+  kt_db *db = open_ok(path, KT_DB_READ);
+  seen s = {0};
+  cr_assert_eq(kt_db_recorded(db, dev.fingerprint, kt_registry_generator_version, &u, collect, &s, err, sizeof err),
+               KT_OK, "%s", err);
+  kt_db_close(db);
+  cr_assert_eq(s.n, 4, "h0, h1 twice (two sources), h2; not the skewed row or the other device's");
+  for (int i = 0; i < s.n; ++i) {
+    const int k = strcmp(s.variant[i], h[0]->name) == 0 ? 0 : strcmp(s.variant[i], h[1]->name) == 0 ? 1 : 2;
+    cr_assert_str_eq(s.variant[i], h[k]->name);
+    if (k == 0) {
+      cr_expect_str_eq(s.status[i], "ok");
+      cr_expect_float_eq(s.ms[i], 1.5, 1e-12, "the newest of two");
+    } else if (k == 1) {
+      cr_expect_str_eq(s.status[i], strcmp(s.hash[i], h[1]->source_hash) == 0 ? "wrong" : "ok");
+    } else {
+      cr_expect_str_eq(s.status[i], "timed_out");
+    }
+  }
+}
+
+Test(db, the_newest_measurement_is_the_latest_measured_not_the_latest_added)
+{
+  /* An import may add an old measurement after a newer one. */
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(256, 256, 256);
+  kt_measurement m[2] = {kt_test_measure(&kt_registry[0], p, "ok", 1.0),
+                         kt_test_measure(&kt_registry[1], p, "ok", 2.0)};
+  kt_test_tune(path, &dev, m, 2, p);
+  kt_test_sql(path, "UPDATE measurements SET measured_at = '2030-01-01T00:00:00Z' WHERE time_ms = 2");
+  kt_measurement late = kt_test_measure(&kt_registry[1], p, "ok", 0.5); /* recorded last, measured earlier */
+  kt_test_tune(path, &dev, &late, 1, p);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT round(time_ms) FROM winners WHERE rank = 1"), 1,
+               "registry[1]'s newest time is 2 ms (2030), not 0.5 ms");
+  kt_db *db = open_ok(path, KT_DB_WRITE);
+  cr_assert_eq(kt_db_prune(db, 1, err, sizeof err), KT_OK, "%s", err);
+  kt_db_close(db);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements WHERE time_ms = 0.5"), 0, "pruned as older");
+}

@@ -1,7 +1,11 @@
-/* tests/test_tune.c: `ktune tune` without a GPU: its arguments (tune.c),
- * the table of the tuner's families (family.c), and what each family's
- * file (matmul.c, hist.c) reads from its options and finds in the
- * registry. */
+/* tests/test_tune.c: `ktune tune` without a GPU: its arguments and its
+ * choice of GPUs (tune.c), the table of the tuner's families (family.c),
+ * what each family's file (matmul.c, hist.c) reads from its options and
+ * finds in the registry, and whole tunes on described GPUs with a fake
+ * worker: resumed after a kill, --fresh, spread over two GPUs. */
+#include <signal.h>
+#include <sys/wait.h>
+
 #include "hist.h"
 #include "kt_test.h"
 #include "matmul.h"
@@ -235,4 +239,327 @@ Test(tune_hist, the_guide_layout_is_the_blocked_one)
   cr_expect_not(kt_tune_hist_guide_layout(&v));
   v.params = blocked, v.nparams = 2, v.family = KT_FAMILY_MATMUL;
   cr_expect_not(kt_tune_hist_guide_layout(&v));
+}
+
+/* ---- which GPUs --------------------------------------------------------------- */
+
+/* GPU 0 and 1 of one chip (1 with more memory), 2 of another. */
+static void three_gpus(kt_device_info g[3])
+{
+  g[0] = kt_test_device("Test GPU", 90, 1);
+  g[1] = g[0];
+  g[1].mem_bytes *= 2;
+  kt_device_fingerprint(&g[1]);
+  g[2] = kt_test_device("Older GPU", 80, 0);
+  for (int i = 0; i < 3; ++i)
+    g[i].ordinal = i;
+}
+
+Test(tune_gpus, by_default_every_gpu_of_the_current_ones_chip)
+{
+  kt_device_info g[3];
+  three_gpus(g);
+  int chosen[3];
+  char err[256];
+  cr_assert_eq(kt_tune_select_gpus(NULL, g, 3, 0, chosen, err, sizeof err), 2, "%s", err);
+  cr_expect(chosen[0] == 0 && chosen[1] == 1);
+  cr_assert_eq(kt_tune_select_gpus("all", g, 3, 1, chosen, err, sizeof err), 2, "%s", err);
+  cr_assert_eq(kt_tune_select_gpus(NULL, g, 3, 2, chosen, err, sizeof err), 1, "%s", err);
+  cr_expect_eq(chosen[0], 2);
+}
+
+Test(tune_gpus, a_list_names_gpus_of_one_chip)
+{
+  kt_device_info g[3];
+  three_gpus(g);
+  int chosen[3];
+  char err[256];
+  cr_assert_eq(kt_tune_select_gpus("1,0", g, 3, 0, chosen, err, sizeof err), 2, "%s", err);
+  cr_expect(chosen[0] == 1 && chosen[1] == 0);
+  cr_assert_eq(kt_tune_select_gpus("2", g, 3, 0, chosen, err, sizeof err), 1, "%s", err);
+  const char *bad[] = {"0,2", "3", "-1", "0,0", "", "x", ",0", "1x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    err[0] = 0;
+    cr_expect_eq(kt_tune_select_gpus(bad[i], g, 3, 0, chosen, err, sizeof err), -1, "--gpus '%s'", bad[i]);
+    cr_expect_neq(err[0], 0, "--gpus '%s' without a message", bad[i]);
+  }
+}
+
+Test(tune_options, gpus_and_fresh_are_read)
+{
+  kt_tune_opts o;
+  cr_assert_eq(parse(&o, NULL, NULL, NULL, NULL), 0);
+  cr_expect_null(o.gpus);
+  cr_expect_not(o.fresh);
+  cr_assert_eq(parse(&o, "--fresh", "--gpus", "0,1", NULL), 0);
+  cr_expect_str_eq(o.gpus, "0,1");
+  cr_expect(o.fresh);
+  cr_assert_eq(parse(&o, "--gpus", "all", "--fresh", NULL), 0);
+  cr_expect(o.fresh);
+}
+
+/* ---- resuming, and spreading over GPUs, with a fake worker ------------------ */
+
+/* Speaks the worker protocol; each result is a function of the variant, the
+ * problem and the distribution (some wrong), so every run ranks alike.  It
+ * logs each measurement to measured.log and each worker's GPU to gpus.log,
+ * and when measured.log reaches $KILL_AT lines it kills the tuner (its
+ * parent) with SIGKILL, mid-measurement. */
+static const char *TUNE_WORKER =
+    "#!/bin/sh\n"
+    "key=$3 dist=$4\n"
+    "echo \"$6\" >> \"$LOG_DIR/gpus.log\"\n"
+    "shift 6\n"
+    "for name in \"$@\"; do\n"
+    "  echo \"START $name\"\n"
+    "  echo \"$name $key $dist\" >> \"$LOG_DIR/measured.log\"\n"
+    "  if [ -n \"$KILL_AT\" ] && [ $(($(wc -l < \"$LOG_DIR/measured.log\"))) -ge \"$KILL_AT\" ]; then\n"
+    "    kill -9 $PPID; sleep 10; fi\n"
+    "  t=$(printf '%s' \"$name $key $dist\" | cksum | cut -d' ' -f1)\n"
+    "  if [ $((t % 7)) -eq 0 ]; then echo \"RESULT $name wrong 0 0 9 1 off by \\\"one\\\"\";\n"
+    "  else echo \"RESULT $name ok $((t % 997 + 1)).25 $((t % 500)) 0.5 5 -\"; fi\n"
+    "done\n";
+
+static char tune_exe[PATH_MAX], variants[4096];
+
+static void tune_setup(void)
+{
+  kt_test_mkdir();
+  kt_test_path(tune_exe, sizeof tune_exe, "fake-worker.sh");
+  kt_test_write_file(tune_exe, TUNE_WORKER);
+  cr_assert_eq(chmod(tune_exe, 0755), 0);
+  setenv("LOG_DIR", kt_test_dir, 1);
+  unsetenv("KILL_AT");
+  /* Five variants of each family, whatever this build holds. */
+  variants[0] = 0;
+  kt_test_pred preds[2] = {kt_test_is_matmul, kt_test_is_hist};
+  for (int f = 0; f < 2; ++f)
+    for (int i = 0; i < 5; ++i) {
+      const kt_variant *v = kt_test_need(preds[f], i, "a variant");
+      snprintf(variants + strlen(variants), sizeof variants - strlen(variants), "%s%s", variants[0] ? "," : "",
+               v->name);
+    }
+}
+
+static void tune_teardown(void)
+{
+  kt_test_rmdir();
+}
+
+TestSuite(tune_resume, .init = tune_setup, .fini = tune_teardown, .timeout = 240);
+
+enum { PROBLEM_RUNS = 2 + 2 * 2, MEASUREMENTS = 5 * 2 + 5 * 2 * 2 }; /* 2 shapes; 2 bin counts x 2 distributions */
+
+/* `ktune tune` on described GPUs into db, in a child process (so that the
+ * fake worker may kill it), its output in tune.out; its wait status. */
+static int tune(const char *db, const kt_device_info *gpus, int ngpus, const char *kill_at, int fresh)
+{
+  char out[PATH_MAX];
+  kt_test_path(out, sizeof out, "tune.out");
+  fflush(NULL);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    if (kill_at)
+      setenv("KILL_AT", kill_at, 1);
+    if (!freopen(out, "a", stdout) || !freopen(out, "a", stderr))
+      _exit(40);
+    char *argv[] = {"ktune",     "tune",       "--db",
+                    (char *)db,  "--matmul",   "64x64x64,96x96x96",
+                    "--hist",    "256,4096",   "--hist-n",
+                    "1000",      "--variants", variants,
+                    "--timeout", "20",         fresh ? "--fresh" : NULL,
+                    NULL};
+    int argc = 0;
+    while (argv[argc])
+      ++argc;
+    kt_tune_opts o;
+    if (kt_tune_parse_args(argc, argv, &o) != 0)
+      _exit(41);
+    kt_db *h = NULL;
+    char err[512];
+    if (kt_db_open(&h, db, KT_DB_WRITE, err, sizeof err) != KT_OK)
+      _exit(42);
+    int rc = kt_tune_gpus(&o, gpus, ngpus, h, tune_exe);
+    kt_db_close(h);
+    fflush(NULL);
+    _exit(rc);
+  }
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  return status;
+}
+
+static int tune_ok(const char *db, const kt_device_info *gpus, int ngpus, int fresh)
+{
+  int status = tune(db, gpus, ngpus, NULL, fresh);
+  char out[PATH_MAX];
+  size_t len;
+  char *text = (char *)kt_test_slurp(kt_test_path(out, sizeof out, "tune.out"), &len);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "tune failed (%d): %.*s", status, (int)len, text);
+  free(text);
+  return 0;
+}
+
+/* Lines in a log of the test directory, which is then emptied. */
+static int log_lines(const char *name)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, name);
+  if (!kt_test_exists(path))
+    return 0;
+  size_t len;
+  unsigned char *text = kt_test_slurp(path, &len);
+  int n = 0;
+  for (size_t i = 0; i < len; ++i)
+    n += text[i] == '\n';
+  free(text);
+  unlink(path);
+  return n;
+}
+
+/* Each problem's ranking on one device, as text. */
+static char *rankings(const char *db, const char *fingerprint)
+{
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "SELECT group_concat(x, ';') FROM (SELECT family || ' ' || problem || ' ' || rank || ' ' || variant ||"
+           " ' ' || printf('%%.6g', time_ms) AS x FROM winners WHERE device = '%s' ORDER BY family, problem, rank)",
+           fingerprint);
+  return kt_test_sql_text(db, sql);
+}
+
+static void expect_each_measured_once(const char *db, int devices)
+{
+  cr_expect_eq(kt_test_sql_int(db, "SELECT count(*) FROM measurements"), devices * MEASUREMENTS);
+  cr_expect_eq(kt_test_sql_int(db, "SELECT count(*) FROM (SELECT 1 FROM measurements GROUP BY device, problem, dist,"
+                                   " variant HAVING count(*) > 1)"),
+               0, "measured twice");
+}
+
+/* The reference: one uninterrupted tune. */
+static char *reference(const kt_device_info *gpu)
+{
+  char ref[PATH_MAX];
+  kt_test_path(ref, sizeof ref, "reference.db");
+  tune_ok(ref, gpu, 1, 0);
+  cr_assert_eq(log_lines("measured.log"), MEASUREMENTS);
+  log_lines("gpus.log");
+  expect_each_measured_once(ref, 1);
+  char *r = rankings(ref, gpu->fingerprint);
+  cr_assert_gt(strlen(r), 0);
+  return r;
+}
+
+Test(tune_resume, a_tune_killed_at_any_point_resumes_to_the_same_rankings_measuring_only_what_was_in_flight)
+{
+  kt_device_info gpu = kt_test_device("Test GPU", 90, 1);
+  char *want = reference(&gpu);
+  unsigned seed = (unsigned)getpid();
+  int points[5] = {1, MEASUREMENTS / 2, MEASUREMENTS};
+  for (int k = 3; k < 5; ++k)
+    points[k] = 1 + (int)(rand_r(&seed) % MEASUREMENTS);
+  for (int k = 0; k < 5; ++k) {
+    char db[PATH_MAX], name[32], at[16];
+    snprintf(name, sizeof name, "killed-%d.db", k);
+    kt_test_path(db, sizeof db, name);
+    snprintf(at, sizeof at, "%d", points[k]);
+    int status = tune(db, &gpu, 1, at, 0);
+    cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the tune was not killed at %d", points[k]);
+    cr_assert_eq(log_lines("measured.log"), points[k]);
+    const long long kept = kt_test_exists(db) ? kt_test_sql_int(db, "SELECT count(*) FROM measurements") : 0;
+    cr_expect_lt(kept, points[k], "killed at %d: the variant in flight cannot have been recorded", points[k]);
+    cr_expect_geq(kept, points[k] - 5, "killed at %d: more than one problem's results lost (%lld kept)", points[k],
+                  kept);
+    tune_ok(db, &gpu, 1, 0);
+    cr_expect_eq(log_lines("measured.log"), MEASUREMENTS - kept,
+                 "killed at %d with %lld recorded: the resumed tune measures only the rest", points[k], kept);
+    expect_each_measured_once(db, 1);
+    char *got = rankings(db, gpu.fingerprint);
+    cr_expect_str_eq(got, want, "killed at %d", points[k]);
+    free(got);
+  }
+  free(want);
+}
+
+Test(tune_resume, a_kill_between_recording_and_ranking_is_ranked_on_resume_without_measuring)
+{
+  kt_device_info gpu = kt_test_device("Test GPU", 90, 1);
+  char *want = reference(&gpu);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "reference.db");
+  kt_test_sql(db, "DELETE FROM winners");
+  tune_ok(db, &gpu, 1, 0);
+  cr_expect_eq(log_lines("gpus.log"), 0, "a worker started");
+  char *got = rankings(db, gpu.fingerprint);
+  cr_expect_str_eq(got, want);
+  /* The summary still shows every problem, from the recorded results. */
+  char out[PATH_MAX];
+  size_t len;
+  char *text = (char *)kt_test_slurp(kt_test_path(out, sizeof out, "tune.out"), &len);
+  text = realloc(text, len + 1);
+  text[len] = 0;
+  cr_expect_not_null(strstr(text, "0 measurements"), "%s", text);
+  cr_expect_not_null(strstr(text, "96x96x96"), "%s", text);
+  cr_expect_not_null(strstr(text, "nbins=4096"), "%s", text);
+  free(text), free(got), free(want);
+}
+
+Test(tune_resume, fresh_measures_everything_again)
+{
+  kt_device_info gpu = kt_test_device("Test GPU", 90, 1);
+  char *want = reference(&gpu);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "reference.db");
+  tune_ok(db, &gpu, 1, 1);
+  cr_expect_eq(log_lines("measured.log"), MEASUREMENTS);
+  cr_expect_eq(kt_test_sql_int(db, "SELECT count(*) FROM measurements"), 2 * MEASUREMENTS);
+  char *got = rankings(db, gpu.fingerprint);
+  cr_expect_str_eq(got, want);
+  free(got), free(want);
+}
+
+Test(tune_resume, two_gpus_of_one_fingerprint_share_the_work)
+{
+  kt_device_info gpus[2] = {kt_test_device("Test GPU", 90, 1), kt_test_device("Test GPU", 90, 1)};
+  gpus[1].ordinal = 1;
+  char *want = reference(&gpus[0]);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "two.db");
+  tune_ok(db, gpus, 2, 0);
+  cr_expect_eq(log_lines("measured.log"), MEASUREMENTS);
+  char path[PATH_MAX];
+  size_t len;
+  char *text = (char *)kt_test_slurp(kt_test_path(path, sizeof path, "gpus.log"), &len);
+  int on[2] = {0, 0};
+  for (size_t i = 0; i < len; ++i)
+    if ((text[i] == '0' || text[i] == '1') && (i == 0 || text[i - 1] == '\n'))
+      ++on[text[i] - '0'];
+  free(text);
+  cr_expect_eq(on[0], PROBLEM_RUNS, "a worker on GPU 0 for every problem");
+  cr_expect_eq(on[1], PROBLEM_RUNS, "a worker on GPU 1 for every problem");
+  expect_each_measured_once(db, 1);
+  char *got = rankings(db, gpus[0].fingerprint);
+  cr_expect_str_eq(got, want);
+  free(got), free(want);
+}
+
+Test(tune_resume, gpus_of_one_chip_with_other_memory_each_get_their_own_whole_ranking)
+{
+  kt_device_info gpus[2] = {kt_test_device("Test GPU", 90, 1), kt_test_device("Test GPU", 90, 1)};
+  gpus[1].ordinal = 1;
+  gpus[1].mem_bytes *= 2;
+  kt_device_fingerprint(&gpus[1]);
+  char *want = reference(&gpus[0]);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "two.db");
+  tune_ok(db, gpus, 2, 0);
+  cr_expect_eq(log_lines("measured.log"), 2 * MEASUREMENTS, "each measures everything, under its own fingerprint");
+  expect_each_measured_once(db, 2);
+  for (int g = 0; g < 2; ++g) {
+    char *got = rankings(db, gpus[g].fingerprint);
+    cr_expect_str_eq(got, want, "%s", gpus[g].fingerprint);
+    free(got);
+  }
+  free(want);
 }

@@ -25,7 +25,7 @@ TestSuite(workers, .init = setup, .fini = teardown, .timeout = 60);
 
 #define NV 5
 
-/* A fake worker: argv is "ktune __worker FAMILY KEY DIST SEED NAME...".  For
+/* A fake worker: argv is "ktune __worker FAMILY KEY DIST SEED DEVICE NAME...".  For
  * each name it prints START, then acts on it: a name listed in $CRASH
  * kills the worker with SIGSEGV, in $HANG sleeps forever, in $FAILEXIT
  * reports launch_failed and exits 3 (as worker.c does after a CUDA
@@ -34,7 +34,7 @@ TestSuite(workers, .init = setup, .fini = teardown, .timeout = 60);
 static const char *SCRIPT = "#!/bin/sh\n"
                             "echo \"$*\" >> \"$LOG_DIR/starts.log\"\n"
                             "[ -n \"$SETUP_FAIL\" ] && exit 2\n"
-                            "shift 5\n"
+                            "shift 6\n"
                             "for name in \"$@\"; do\n"
                             "  echo \"START $name\"\n"
                             "  case \" $CRASH \" in *\" $name \"*) kill -SEGV $$ ;; esac\n"
@@ -73,7 +73,7 @@ static void prepare(run *r)
 static void go(run *r, double timeout_s)
 {
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
-  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r};
+  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r, 0};
   kt_workers_run(&p, "64x64x64", r->vs, NV, &o, r->out);
   /* No child may outlive the runner. */
   errno = 0;
@@ -120,7 +120,7 @@ Test(workers, every_variant_gets_its_result_from_one_worker)
 }
 
 /* The worker is told the family and the problem by the family's name and
- * key, "-" for no distribution, and the variants by name. */
+ * key, "-" for no distribution, the seed, its GPU, and the variants by name. */
 Test(workers, a_worker_gets_the_family_the_problem_key_and_the_names)
 {
   run r;
@@ -130,7 +130,7 @@ Test(workers, a_worker_gets_the_family_the_problem_key_and_the_names)
   kt_test_path(path, sizeof path, "starts.log");
   size_t len;
   char *text = (char *)kt_test_slurp(path, &len);
-  int n = snprintf(want, sizeof want, "__worker matmul 64x64x64 - 42");
+  int n = snprintf(want, sizeof want, "__worker matmul 64x64x64 - 42 0");
   for (int i = 0; i < NV; ++i)
     n += snprintf(want + n, sizeof want - (size_t)n, " %s", r.vs[i]->name);
   snprintf(want + n, sizeof want - (size_t)n, "\n");
@@ -209,4 +209,107 @@ Test(workers, crashes_and_hangs_in_a_row_each_cost_one_variant)
   expect(&r, 4, "ok");
   cr_expect_eq(workers_started(), 4);
   cr_expect_eq(r.events_done, NV);
+}
+
+/* ---- several GPUs ---------------------------------------------------------- */
+
+/* The worker processes started for each GPU, and the variants each was given. */
+static void starts_by_gpu(char names[2][1024], int workers[2])
+{
+  char path[PATH_MAX];
+  size_t len;
+  char *text = (char *)kt_test_slurp(kt_test_path(path, sizeof path, "starts.log"), &len);
+  text = realloc(text, len + 1);
+  text[len] = 0;
+  names[0][0] = names[1][0] = 0;
+  workers[0] = workers[1] = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    /* "__worker matmul 64x64x64 - SEED DEVICE NAME..." */
+    char *at = line;
+    for (int field = 0; field < 5 && at; ++field)
+      at = strchr(at, ' ') ? strchr(at, ' ') + 1 : NULL;
+    cr_assert_not_null(at, "%s", line);
+    const int gpu = atoi(at);
+    cr_assert(gpu == 0 || gpu == 1, "%s", line);
+    ++workers[gpu];
+    strncat(names[gpu], strchr(at, ' '), 1023 - strlen(names[gpu]));
+  }
+  free(text);
+}
+
+static void go_spread(run *r, const int *devices, double timeout_s)
+{
+  kt_problem p = kt_test_matmul_problem(64, 64, 64);
+  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r, 7 /* ignored */};
+  kt_workers_run_spread(&p, "64x64x64", r->vs, devices, NV, &o, r->out);
+  errno = 0;
+  cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a worker process was left behind");
+  cr_assert_eq(errno, ECHILD);
+}
+
+Test(workers, work_split_over_two_gpus_runs_on_both_and_every_result_comes_back)
+{
+  run r;
+  prepare(&r);
+  const int devices[NV] = {0, 1, 0, 1, 0};
+  go_spread(&r, devices, 10);
+  for (int i = 0; i < NV; ++i) {
+    expect(&r, i, "ok");
+    cr_expect_float_eq(r.out[i].m.time_ms, 1.5, 1e-9);
+  }
+  cr_expect_eq(r.events_done, NV);
+  char names[2][1024], want[2][1024] = {"", ""};
+  int workers[2];
+  starts_by_gpu(names, workers);
+  cr_expect(workers[0] == 1 && workers[1] == 1, "one worker per GPU: %d, %d", workers[0], workers[1]);
+  for (int i = 0; i < NV; ++i)
+    snprintf(want[devices[i]] + strlen(want[devices[i]]), sizeof want[0] - strlen(want[devices[i]]), " %s",
+             r.vs[i]->name);
+  cr_expect_str_eq(names[0], want[0]);
+  cr_expect_str_eq(names[1], want[1]);
+}
+
+/* Both GPUs measure at once: each worker holds its variant until the other
+ * GPU's worker has started one too. */
+Test(workers, the_gpus_measure_at_the_same_time)
+{
+  run r;
+  prepare(&r);
+  static const char *BOTH =
+      "#!/bin/sh\n"
+      "echo \"$*\" >> \"$LOG_DIR/starts.log\"\n"
+      "dev=$6; shift 6\n"
+      "touch \"$LOG_DIR/gpu$dev\"\n"
+      "for i in $(seq 100); do [ -e \"$LOG_DIR/gpu0\" ] && [ -e \"$LOG_DIR/gpu1\" ] && break;"
+      " sleep 0.05; done\n"
+      "for name in \"$@\"; do\n"
+      "  echo \"START $name\"\n"
+      "  if [ -e \"$LOG_DIR/gpu0\" ] && [ -e \"$LOG_DIR/gpu1\" ]; then"
+      " echo \"RESULT $name ok 1 1 0 1 -\"; else echo \"RESULT $name skipped 0 0 0 0 alone\"; fi\n"
+      "done\n";
+  kt_test_write_file(r.exe, BOTH);
+  const int devices[NV] = {1, 0, 1, 0, 1};
+  go_spread(&r, devices, 20);
+  for (int i = 0; i < NV; ++i)
+    expect(&r, i, "ok");
+}
+
+Test(workers, a_crash_on_one_gpu_costs_that_variant_only)
+{
+  run r;
+  prepare(&r);
+  const int devices[NV] = {0, 1, 0, 1, 0};
+  char hang[256];
+  setenv("CRASH", r.vs[1]->name, 1);
+  snprintf(hang, sizeof hang, "%s", r.vs[2]->name);
+  setenv("HANG", hang, 1);
+  go_spread(&r, devices, 1);
+  for (int i = 0; i < NV; ++i)
+    expect(&r, i, i == 1 ? "launch_failed" : i == 2 ? "timed_out" : "ok");
+  cr_expect_eq(r.events_done, NV);
+  char names[2][1024];
+  int workers[2];
+  starts_by_gpu(names, workers);
+  cr_expect(workers[0] == 2 && workers[1] == 2, "a fresh worker on each GPU after its failure: %d, %d", workers[0],
+            workers[1]);
 }

@@ -3,7 +3,9 @@
  *   ktune tune [...]              benchmark every variant on this GPU (make tune)
  *   ktune list [FAMILY]           the variants in this build, with parameters
  *                                 (FAMILY: matmul, hist or histogram)
- *   ktune show [--db PATH]        the tuned winners for this GPU
+ *   ktune show [--db PATH] [...]  what a tuning database holds, per device (results.c)
+ *   ktune export [...]            a device's results as JSON text (results.c)
+ *   ktune import FILE... [...]    merge exports into a database (results.c)
  *   ktune explain matmul M N K    which variant a call would use, and why
  *   ktune explain hist NBINS [N]
  */
@@ -56,47 +58,6 @@ static int open_ctx(kt_context **ctx, int argc, char **argv)
   return rc;
 }
 
-static int show(int argc, char **argv)
-{
-  kt_device_info dev;
-  char err[512];
-  int rc = kt_device_query(-1, &dev, err, sizeof err);
-  if (rc != KT_OK) {
-    fprintf(stderr, "ktune: %s (%s)\n", kt_strerror(rc), err);
-    return 1;
-  }
-  const char *path = db_arg(argc, argv);
-  char user_db[1024];
-  if (!path && kt_results_user_path(user_db, sizeof user_db) == KT_OK)
-    path = user_db;
-  if (!path) {
-    fprintf(stderr, "ktune: no home folder for the user database: set KTUNE_DB or pass --db\n");
-    return 1;
-  }
-  kt_db *db;
-  if ((rc = kt_db_open(&db, path, KT_DB_READ, err, sizeof err)) != KT_OK) {
-    fprintf(stderr, "ktune: %s: %s: %s\n", path, kt_strerror(rc), err);
-    return 1;
-  }
-  kt_tuned *t;
-  int n;
-  rc = kt_db_load(db, dev.fingerprint, kt_registry_generator_version, &t, &n, err, sizeof err);
-  kt_db_close(db);
-  if (rc != KT_OK) {
-    fprintf(stderr, "ktune: %s\n", err);
-    return 1;
-  }
-  printf("%s: %d tuned problems in %s\n", dev.fingerprint, n, path);
-  for (int i = 0; i < n; ++i) {
-    printf("%-7s %-26s %8.3f ms ", kt_family_name(t[i].problem.family), t[i].key, t[i].best_ms);
-    for (int j = 0; j < t[i].count && j < 3; ++j)
-      printf("%s%s", j ? ", " : "", t[i].ranked[j]->name);
-    printf("%s\n", t[i].count > 3 ? ", ..." : "");
-  }
-  free(t);
-  return 0;
-}
-
 static int explain(int argc, char **argv)
 {
   if (argc < 4)
@@ -137,7 +98,11 @@ int main(int argc, char **argv)
   if (!strcmp(cmd, "list"))
     return list(argc > 2 ? argv[2] : NULL);
   if (!strcmp(cmd, "show"))
-    return show(argc, argv);
+    return kt_results_cli_show(argc, argv);
+  if (!strcmp(cmd, "export"))
+    return kt_results_cli_export(argc, argv);
+  if (!strcmp(cmd, "import"))
+    return kt_results_cli_import(argc, argv);
   if (!strcmp(cmd, "explain"))
     rc = explain(argc, argv);
   if (rc == 2)

@@ -2,15 +2,30 @@
  *
  * For every family (kt_tune_families), problem and variant: a worker
  * process (worker.c) checks the variant on fresh random inputs, then times
- * it; this process records every result in the database, ranks each
- * problem's variants (winner first) once all its distributions are in, and
- * has each family print its table.  A worker that faults or hangs past the
- * deadline costs one variant, recorded with its reason; the tune goes on in
- * a fresh worker.
+ * it; this process records each problem's results in the database as soon
+ * as they are in, ranks each problem's variants (winner first) once all its
+ * distributions are in, and has each family print its table.  A worker
+ * that faults or hangs past the deadline costs one variant, recorded with
+ * its reason; the tune goes on in a fresh worker.
+ *
+ * A tune resumes.  A result the database holds already for the GPU, the
+ * generator, the variant's source, the problem and the distribution is a
+ * result, whatever its status, and is not measured again (--fresh measures
+ * everything).  So a tune killed at any point and run again measures only
+ * the problem that was in flight, and since every problem is ranked again
+ * when its distributions are done, measured now or not, a kill between
+ * recording and ranking costs nothing either.
+ *
+ * A tune uses every visible GPU of the current one's chip (--gpus chooses).
+ * GPUs whose fingerprints differ (the memory size) are kept apart, in
+ * groups: each group measures every variant, spread over its GPUs (one
+ * worker runner per GPU, kt_workers_run_spread), and its results are
+ * recorded and ranked under its own fingerprint, so a measurement is
+ * always filed under the GPU that took it.
  */
 #include <fnmatch.h>
+#include <pthread.h>
 #include <stdio.h>
-#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -22,6 +37,8 @@
 
 #define MAX_PROBLEMS 256 /* per family */
 
+/* The progress line; workers of several GPUs report at once. */
+static pthread_mutex_t progress_lock = PTHREAD_MUTEX_INITIALIZER;
 static int total_jobs, done_jobs;
 static int tty;
 
@@ -42,10 +59,12 @@ static void progress(const char *problem, const char *variant)
 static void on_event(void *user, const char *key, const char *variant, int finished)
 {
   (void)user;
+  pthread_mutex_lock(&progress_lock);
   if (finished)
     ++done_jobs;
   else
     progress(key, variant);
+  pthread_mutex_unlock(&progress_lock);
 }
 
 static double now_s(void)
@@ -83,10 +102,11 @@ static void usage(void)
   char item[160];
   for (int f = 0; f <= kt_tune_family_count; ++f) {
     static const kt_tune_option common[] = {
-        {"--variants", "GLOB,...", NULL}, {"--timeout", "SECONDS", NULL}, {"--seed", "N", NULL}, {NULL, NULL, NULL}};
+        {"--variants", "GLOB,...", NULL}, {"--timeout", "SECONDS", NULL}, {"--seed", "N", NULL},
+        {"--gpus", "all|N,...", NULL},    {"--fresh", "", NULL},          {NULL, NULL, NULL}};
     const kt_tune_option *opt = f < kt_tune_family_count ? kt_tune_families[f]->options : common;
     for (; opt->name; ++opt) {
-      const int n = snprintf(item, sizeof item, " [%s %s]", opt->name, opt->arg);
+      const int n = snprintf(item, sizeof item, " [%s%s%s]", opt->name, opt->arg[0] ? " " : "", opt->arg);
       if (col + n > 100) {
         fprintf(stderr, "\n%17s", "");
         col = 17;
@@ -96,20 +116,9 @@ static void usage(void)
     }
   }
   fprintf(stderr, "\n  --variants: comma-separated shell patterns (fnmatch), each matching whole variant names\n"
-                  "  (ktune list shows them)\n");
-}
-
-/* mkdir -p of the folders above path (the user database's, on first use). */
-static void make_parent_dirs(const char *path)
-{
-  char dir[1024];
-  snprintf(dir, sizeof dir, "%s", path);
-  for (char *p = dir + 1; *p; ++p)
-    if (*p == '/') {
-      *p = 0;
-      mkdir(dir, 0755);
-      *p = '/';
-    }
+                  "  (ktune list shows them)\n"
+                  "  --gpus: the GPUs to spread the work over (default all: every GPU of the current one's kind)\n"
+                  "  --fresh: measure again what the database holds already (by default a tune goes on from it)\n");
 }
 
 int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o)
@@ -125,6 +134,10 @@ int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o)
   o->seed = (unsigned long long)time(NULL);
   for (int i = 2; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--fresh")) {
+      o->fresh = 1;
+      continue;
+    }
     if (!v) {
       usage();
       return 2;
@@ -147,6 +160,8 @@ int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o)
       o->timeout_s = atof(v);
     else if (!strcmp(a, "--seed"))
       o->seed = strtoull(v, NULL, 10);
+    else if (!strcmp(a, "--gpus"))
+      o->gpus = v;
     else {
       known = 0;
       for (int f = 0; f < kt_tune_family_count && !known; ++f)
@@ -181,52 +196,137 @@ static int same_problem(const kt_problem *p, const kt_problem *q)
   return 1;
 }
 
-int kt_tune_main(int argc, char **argv)
+int kt_tune_select_gpus(const char *list, const kt_device_info *gpus, int n, int current, int *chosen, char *err,
+                        size_t errlen)
 {
-  kt_tune_opts o;
-  int rc = kt_tune_parse_args(argc, argv, &o);
-  if (rc != 0)
-    return rc;
-  const int nf = kt_tune_family_count;
-  /* Every family's problems, even of the families not tuned now: a bad list
-   * is an error either way. */
-  static kt_problem probs[KT_TUNE_MAX_FAMILIES][MAX_PROBLEMS];
-  int np[KT_TUNE_MAX_FAMILIES];
-  for (int f = 0; f < nf; ++f) {
+  char chip[sizeof gpus->fingerprint], other[sizeof gpus->fingerprint], item[32];
+  int count = 0;
+  if (!list || !strcmp(list, "all")) {
+    if (current < 0 || current >= n) {
+      snprintf(err, errlen, "no GPU %d", current);
+      return -1;
+    }
+    kt_device_chip(&gpus[current], chip, sizeof chip);
+    for (int i = 0; i < n; ++i) {
+      kt_device_chip(&gpus[i], other, sizeof other);
+      if (!strcmp(other, chip))
+        chosen[count++] = i;
+    }
+    return count;
+  }
+  int more;
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
+    char *end;
+    const long g = strtol(item, &end, 10);
+    if (more < 0 || !item[0] || *end || g < 0 || g >= n) {
+      snprintf(err, errlen, "--gpus: '%s' is not a GPU here (0 to %d, or all)", more < 0 ? "(too long)" : item, n - 1);
+      return -1;
+    }
+    for (int k = 0; k < count; ++k)
+      if (chosen[k] == g) {
+        snprintf(err, errlen, "--gpus: GPU %ld is named twice", g);
+        return -1;
+      }
+    kt_device_chip(&gpus[g], other, sizeof other);
+    if (count == 0)
+      snprintf(chip, sizeof chip, "%s", other);
+    else if (strcmp(other, chip) != 0) {
+      snprintf(err, errlen, "--gpus: GPU %ld (%s) is not a %s like GPU %d: tune one kind of GPU at a time", g,
+               gpus[g].name, gpus[chosen[0]].name, chosen[0]);
+      return -1;
+    }
+    chosen[count++] = (int)g;
+  }
+  if (count == 0)
+    snprintf(err, errlen, "--gpus: no GPU named");
+  return count ? count : -1;
+}
+
+/* Every family's problems (np[f] of them), even of the families not tuned
+ * now, whose counts are then 0: a bad list is an error either way. */
+static int tune_problems(const kt_tune_opts *o, kt_problem (*probs)[MAX_PROBLEMS], int *np)
+{
+  for (int f = 0; f < kt_tune_family_count; ++f) {
     char err[256] = "";
-    np[f] = kt_tune_families[f]->problems(o.values[f], probs[f], MAX_PROBLEMS, err, sizeof err);
+    np[f] = kt_tune_families[f]->problems(o->values[f], probs[f], MAX_PROBLEMS, err, sizeof err);
     if (np[f] < 0) {
       fprintf(stderr, "ktune tune: %s\n", err);
       return 2;
     }
-    if (!o.on[f])
+    if (!o->on[f])
       np[f] = 0;
   }
+  return 0;
+}
 
-  kt_device_info dev;
-  char err[512];
-  rc = kt_device_query(-1, &dev, err, sizeof err);
-  if (rc != KT_OK) {
-    fprintf(stderr, "ktune tune: %s (%s)\n", kt_strerror(rc), err);
-    return 1;
-  }
-  char user_db[1024];
-  if (!o.db) {
-    if (kt_results_user_path(user_db, sizeof user_db) != KT_OK) {
-      fprintf(stderr, "ktune tune: no home folder for the user database: set KTUNE_DB or pass --db\n");
-      return 2;
+/* GPUs of one fingerprint: their results are one device's (see the top). */
+typedef struct group {
+  kt_device_info dev; /* the first of them: the fingerprint and the description recorded */
+  int gpus[KT_TUNE_MAX_GPUS], ngpus;
+} group;
+
+/* One problem (in one distribution) on one group: a result per variant of
+ * the family, and which of them to measure now. */
+typedef struct job {
+  kt_tune_result *rs;
+  char *todo;
+} job;
+
+typedef struct recorded {
+  const kt_problem *p;
+  const kt_variant **vs;
+  int nv;
+  job *j;
+} recorded;
+
+/* A result the database holds: the variant's, if its source is this build's. */
+static void take_recorded(void *user, const kt_measurement *m)
+{
+  recorded *r = user;
+  for (int i = 0; i < r->nv; ++i)
+    if (!strcmp(r->vs[i]->name, m->variant) && !strcmp(r->vs[i]->source_hash, m->source_hash)) {
+      kt_tune_result *x = &r->j->rs[i];
+      kt_tune_result_set(x, r->p, r->vs[i], m->status, m->reason);
+      x->m.time_ms = m->time_ms;
+      x->m.rate = m->rate;
+      x->m.max_err = m->max_err;
+      x->m.reps = m->reps;
+      r->j->todo[i] = 0;
     }
-    o.db = user_db;
-    make_parent_dirs(user_db);
-  }
-  kt_db *db;
-  if ((rc = kt_db_open(&db, o.db, KT_DB_WRITE, err, sizeof err)) != KT_OK) {
-    fprintf(stderr, "ktune tune: %s: %s: %s\nThe file was not modified.\n", o.db, kt_strerror(rc), err);
+}
+
+int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, kt_db *db, const char *worker)
+{
+  const int nf = kt_tune_family_count;
+  kt_problem(*probs)[MAX_PROBLEMS] = calloc(KT_TUNE_MAX_FAMILIES, sizeof *probs);
+  group *groups = calloc((size_t)ngpus + 1, sizeof *groups);
+  if (!probs || !groups) {
+    free(probs), free(groups);
+    fprintf(stderr, "ktune tune: out of memory\n");
     return 1;
   }
+  int np[KT_TUNE_MAX_FAMILIES], ng = 0, rc = tune_problems(o, probs, np);
+  if (rc != 0) {
+    free(probs), free(groups);
+    return rc;
+  }
+  for (int k = 0; k < ngpus && k < KT_TUNE_MAX_GPUS; ++k) {
+    int g = 0;
+    while (g < ng && strcmp(groups[g].dev.fingerprint, gpus[k].fingerprint) != 0)
+      ++g;
+    if (g == ng)
+      groups[ng++].dev = gpus[k];
+    groups[g].gpus[groups[g].ngpus++] = gpus[k].ordinal;
+  }
+  char err[512];
   tty = isatty(STDERR_FILENO);
-  fprintf(stderr, "ktune tune: %s (driver %d, runtime %d), generator %s, target %s, database %s\n", dev.fingerprint,
-          dev.driver_version, dev.runtime_version, kt_registry_generator_version, kt_registry_target, o.db);
+  total_jobs = done_jobs = 0;
+  fprintf(stderr, "ktune tune: generator %s, target %s, database %s\n", kt_registry_generator_version,
+          kt_registry_target, o->db);
+  for (int g = 0; g < ng; ++g)
+    for (int k = 0; k < groups[g].ngpus; ++k)
+      fprintf(stderr, "  GPU %d: %s (driver %d, runtime %d)\n", groups[g].gpus[k], groups[g].dev.fingerprint,
+              groups[g].dev.driver_version, groups[g].dev.runtime_version);
 
   /* The variants of each family. */
   const kt_variant **vs[KT_TUNE_MAX_FAMILIES];
@@ -234,47 +334,99 @@ int kt_tune_main(int argc, char **argv)
   for (int f = 0; f < nf; ++f) {
     vs[f] = calloc((size_t)kt_registry_count + 1, sizeof *vs[f]);
     nv[f] = 0;
-    for (int i = 0; i < kt_registry_count; ++i)
-      if (kt_registry[i].family == kt_tune_families[f]->id && kt_tune_selected(o.variants, kt_registry[i].name))
+    for (int i = 0; vs[f] && i < kt_registry_count; ++i)
+      if (kt_registry[i].family == kt_tune_families[f]->id && kt_tune_selected(o->variants, kt_registry[i].name))
         vs[f][nv[f]++] = &kt_registry[i];
-    total_jobs += np[f] * nv[f];
   }
 
+  /* Before any worker starts: what each group has recorded already. */
+  job *jobs = calloc((size_t)ng * KT_TUNE_MAX_FAMILIES * MAX_PROBLEMS, sizeof *jobs);
+#define JOB(g, f, i) (&jobs[((size_t)(g)*KT_TUNE_MAX_FAMILIES + (size_t)(f)) * MAX_PROBLEMS + (size_t)(i)])
+  int recorded_before = 0, failed_db = !jobs;
+  for (int g = 0; g < ng && !failed_db; ++g)
+    for (int f = 0; f < nf && !failed_db; ++f)
+      for (int i = 0; i < np[f] && !failed_db; ++i) {
+        job *j = JOB(g, f, i);
+        j->rs = calloc((size_t)nv[f] + 1, sizeof *j->rs);
+        j->todo = malloc((size_t)nv[f] + 1);
+        if (!j->rs || !j->todo) {
+          free(j->rs), free(j->todo);
+          j->rs = NULL, j->todo = NULL;
+          fprintf(stderr, "ktune tune: out of memory\n");
+          failed_db = 1;
+          break;
+        }
+        memset(j->todo, 1, (size_t)nv[f]);
+        recorded r = {&probs[f][i], vs[f], nv[f], j};
+        if (!o->fresh && (rc = kt_db_recorded(db, groups[g].dev.fingerprint, kt_registry_generator_version,
+                                              &probs[f][i], take_recorded, &r, err, sizeof err)) != KT_OK) {
+          fprintf(stderr, "ktune tune: reading %s: %s: %s\n", o->db, kt_strerror(rc), err);
+          failed_db = 1;
+        }
+        for (int v = 0; v < nv[f]; ++v) {
+          total_jobs += j->todo[v];
+          recorded_before += !j->todo[v];
+        }
+      }
+  if (recorded_before > 0)
+    fprintf(stderr, "ktune tune: %d results recorded already are not measured again (--fresh measures them)\n",
+            recorded_before);
+
   double t0 = now_s();
-  kt_tune_run *runs[KT_TUNE_MAX_FAMILIES];
-  int failed_db = 0;
-  for (int f = 0; f < nf; ++f) {
-    runs[f] = calloc((size_t)np[f] + 1, sizeof *runs[f]);
-    for (int i = 0; i < np[f]; ++i) {
+  const kt_variant **batch = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *batch);
+  int *on = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *on);
+  int *from = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *from);
+  kt_tune_result *out = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *out);
+  kt_measurement *ms = calloc((size_t)kt_registry_count + 1, sizeof *ms);
+  if (!batch || !on || !from || !out || !ms)
+    failed_db = 1;
+  for (int f = 0; f < nf && !failed_db; ++f)
+    for (int i = 0; i < np[f] && !failed_db; ++i) {
       const kt_problem *p = &probs[f][i];
       char key[96];
       kt_problem_key(p, 1, key, sizeof key);
-      kt_tune_result *rs = calloc((size_t)nv[f] + 1, sizeof *rs);
-      kt_workers_opts w = {NULL, o.timeout_s, o.seed, on_event, NULL};
-      kt_workers_run(p, key, vs[f], nv[f], &w, rs);
-      runs[f][i] = (kt_tune_run){*p, rs, nv[f]};
-      kt_measurement *ms = calloc((size_t)nv[f] + 1, sizeof *ms);
-      for (int j = 0; j < nv[f]; ++j) {
-        kt_tune_result_link(&rs[j]);
-        ms[j] = rs[j].m;
-      }
-      if ((rc = kt_db_record(db, &dev, kt_registry_generator_version, ms, nv[f], err, sizeof err)) != KT_OK) {
-        fprintf(stderr, "\nktune tune: recording %s: %s: %s\n", key, kt_strerror(rc), err);
-        failed_db = 1;
-      }
-      free(ms);
-      /* Rank once all of a problem's distributions are in. */
-      if ((i + 1 == np[f] || !same_problem(&probs[f][i + 1], p)) && !failed_db) {
-        kt_problem q = *p;
-        q.dist[0] = 0;
-        int nr = kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &q, err, sizeof err);
-        if (nr < 0) {
-          fprintf(stderr, "\nktune tune: ranking %s: %s: %s\n", key, kt_strerror(-nr), err);
+      /* Every group's variants still to measure, each group's spread
+       * round-robin over its GPUs, all measured at once. */
+      int n = 0;
+      for (int g = 0; g < ng; ++g)
+        for (int v = 0, k = 0; v < nv[f]; ++v)
+          if (JOB(g, f, i)->todo[v]) {
+            batch[n] = vs[f][v];
+            on[n] = groups[g].gpus[k++ % groups[g].ngpus];
+            from[n++] = g * kt_registry_count + v;
+          }
+      kt_workers_opts w = {worker, o->timeout_s, o->seed, on_event, NULL, 0};
+      if (n > 0)
+        kt_workers_run_spread(p, key, batch, on, n, &w, out);
+      for (int k = 0; k < n; ++k)
+        JOB(from[k] / kt_registry_count, f, i)->rs[from[k] % kt_registry_count] = out[k];
+      for (int g = 0; g < ng && !failed_db; ++g) {
+        job *j = JOB(g, f, i);
+        int nm = 0;
+        for (int v = 0; v < nv[f]; ++v) {
+          kt_tune_result_link(&j->rs[v]);
+          if (j->todo[v])
+            ms[nm++] = j->rs[v].m;
+        }
+        if (nm > 0 &&
+            (rc = kt_db_record(db, &groups[g].dev, kt_registry_generator_version, ms, nm, err, sizeof err)) != KT_OK) {
+          fprintf(stderr, "\nktune tune: recording %s: %s: %s\n", key, kt_strerror(rc), err);
           failed_db = 1;
+        }
+        /* Rank once all of a problem's distributions are in, measured now
+         * or before. */
+        if ((i + 1 == np[f] || !same_problem(&probs[f][i + 1], p)) && !failed_db) {
+          kt_problem q = *p;
+          q.dist[0] = 0;
+          int nr = kt_db_rank(db, groups[g].dev.fingerprint, kt_registry_generator_version, &q, err, sizeof err);
+          if (nr < 0) {
+            fprintf(stderr, "\nktune tune: ranking %s: %s: %s\n", key, kt_strerror(-nr), err);
+            failed_db = 1;
+          }
         }
       }
     }
-  }
+  free(batch), free(on), free(from), free(out), free(ms);
   if (tty)
     fprintf(stderr, "\r%-110s\r", "");
   double elapsed = now_s() - t0;
@@ -283,45 +435,108 @@ int kt_tune_main(int argc, char **argv)
     fprintf(stderr, "ktune tune: pruning old measurements: %s: %s\n", kt_strerror(rc), err);
 
   /* Tables: winners as ranked in the database, each family's row beside
-   * its seed kernels. */
-  kt_tuned *tuned = NULL;
-  int nt = 0;
-  kt_db_load(db, dev.fingerprint, kt_registry_generator_version, &tuned, &nt, err, sizeof err);
+   * its seed kernels; a table per group. */
   int counts[5] = {0};
   const char *names[5] = {"ok", "wrong", "launch_failed", "timed_out", "skipped"};
-  for (int f = 0; f < nf; ++f)
-    for (int i = 0; i < np[f]; ++i)
-      for (int j = 0; j < runs[f][i].n; ++j)
-        for (int s = 0; s < 5; ++s)
-          counts[s] += strcmp(runs[f][i].results[j].status, names[s]) == 0;
+  for (int g = 0; g < ng && jobs; ++g)
+    for (int f = 0; f < nf; ++f)
+      for (int i = 0; i < np[f]; ++i)
+        for (int v = 0; JOB(g, f, i)->todo && v < nv[f]; ++v)
+          for (int s = 0; s < 5; ++s)
+            counts[s] += JOB(g, f, i)->todo[v] && strcmp(JOB(g, f, i)->rs[v].status, names[s]) == 0;
   printf("\nktune tune on %s: %d measurements in %.0f s (ok %d, wrong %d, launch failed %d, timed out %d, "
-         "skipped %d)\n",
-         dev.name, done_jobs, elapsed, counts[0], counts[1], counts[2], counts[3], counts[4]);
-  for (int f = 0; f < nf; ++f) {
-    if (np[f] > 0)
-      kt_tune_families[f]->report_header(o.values[f]);
-    for (int i = 0, end; i < np[f]; i = end) {
-      for (end = i + 1; end < np[f] && same_problem(&probs[f][end], &probs[f][i]); ++end)
-        ;
-      char key[96];
-      kt_problem_key(&probs[f][i], 0, key, sizeof key);
-      const kt_tuned *t = NULL;
-      for (int k = 0; k < nt; ++k)
-        if (tuned[k].problem.family == probs[f][i].family && strcmp(tuned[k].key, key) == 0)
-          t = &tuned[k];
-      if (!t || t->count == 0)
-        printf("%-22s (no variant passed)\n", key);
-      else
-        kt_tune_families[f]->report_row(key, &runs[f][i], end - i, t);
+         "skipped %d), %d recorded before\n",
+         groups[0].dev.name, done_jobs, elapsed, counts[0], counts[1], counts[2], counts[3], counts[4],
+         recorded_before);
+  kt_tune_run *runs = calloc(MAX_PROBLEMS + 1, sizeof *runs);
+  for (int g = 0; g < ng && jobs && runs; ++g) {
+    kt_tuned *tuned = NULL;
+    int nt = 0;
+    kt_db_load(db, groups[g].dev.fingerprint, kt_registry_generator_version, &tuned, &nt, err, sizeof err);
+    if (ng > 1)
+      printf("\n%s:\n", groups[g].dev.fingerprint);
+    for (int f = 0; f < nf; ++f) {
+      if (np[f] > 0)
+        kt_tune_families[f]->report_header(o->values[f]);
+      for (int i = 0, end; i < np[f]; i = end) {
+        for (end = i + 1; end < np[f] && same_problem(&probs[f][end], &probs[f][i]); ++end)
+          ;
+        char key[96];
+        kt_problem_key(&probs[f][i], 0, key, sizeof key);
+        const kt_tuned *t = NULL;
+        for (int k = 0; k < nt; ++k)
+          if (tuned[k].problem.family == probs[f][i].family && strcmp(tuned[k].key, key) == 0)
+            t = &tuned[k];
+        for (int d = i; d < end; ++d)
+          runs[d - i] = (kt_tune_run){probs[f][d], JOB(g, f, d)->rs, JOB(g, f, d)->rs ? nv[f] : 0};
+        if (!t || t->count == 0)
+          printf("%-22s (no variant passed)\n", key);
+        else
+          kt_tune_families[f]->report_row(key, runs, end - i, t);
+      }
     }
+    free(tuned);
   }
-  free(tuned);
-  for (int f = 0; f < nf; ++f) {
-    for (int i = 0; i < np[f]; ++i)
-      free((void *)runs[f][i].results);
-    free(runs[f]);
+  free(runs);
+  for (int g = 0; g < ng && jobs; ++g)
+    for (int f = 0; f < nf; ++f)
+      for (int i = 0; i < np[f]; ++i)
+        free(JOB(g, f, i)->rs), free(JOB(g, f, i)->todo);
+#undef JOB
+  free(jobs);
+  for (int f = 0; f < nf; ++f)
     free(vs[f]);
-  }
-  kt_db_close(db);
+  free(probs), free(groups);
   return failed_db ? 1 : 0;
+}
+
+int kt_tune_main(int argc, char **argv)
+{
+  kt_tune_opts o;
+  int rc = kt_tune_parse_args(argc, argv, &o);
+  if (rc != 0)
+    return rc;
+  kt_problem(*probs)[MAX_PROBLEMS] = calloc(KT_TUNE_MAX_FAMILIES, sizeof *probs);
+  int np[KT_TUNE_MAX_FAMILIES];
+  rc = probs ? tune_problems(&o, probs, np) : 1;
+  free(probs);
+  if (rc != 0)
+    return rc;
+
+  /* The GPUs: all that are visible, then those --gpus chooses. */
+  kt_device_info current, all[KT_TUNE_MAX_GPUS], chosen[KT_TUNE_MAX_GPUS];
+  char err[512];
+  rc = kt_device_query(-1, &current, err, sizeof err);
+  if (rc != KT_OK) {
+    fprintf(stderr, "ktune tune: %s (%s)\n", kt_strerror(rc), err);
+    return 1;
+  }
+  int nall = 0, idx[KT_TUNE_MAX_GPUS];
+  while (nall < KT_TUNE_MAX_GPUS && kt_device_query(nall, &all[nall], err, sizeof err) == KT_OK)
+    ++nall;
+  const int n = kt_tune_select_gpus(o.gpus, all, nall, current.ordinal, idx, err, sizeof err);
+  if (n < 0) {
+    fprintf(stderr, "ktune tune: %s\n", err);
+    return 2;
+  }
+  for (int k = 0; k < n; ++k)
+    chosen[k] = all[idx[k]];
+
+  char user_db[1024];
+  if (!o.db) {
+    if (kt_results_user_path(user_db, sizeof user_db) != KT_OK) {
+      fprintf(stderr, "ktune tune: no home folder for the user database: set KTUNE_DB or pass --db\n");
+      return 2;
+    }
+    o.db = user_db;
+    kt_results_make_parent_dirs(user_db);
+  }
+  kt_db *db;
+  if ((rc = kt_db_open(&db, o.db, KT_DB_WRITE, err, sizeof err)) != KT_OK) {
+    fprintf(stderr, "ktune tune: %s: %s: %s\nThe file was not modified.\n", o.db, kt_strerror(rc), err);
+    return 1;
+  }
+  rc = kt_tune_gpus(&o, chosen, n, db, NULL);
+  kt_db_close(db);
+  return rc;
 }

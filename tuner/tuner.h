@@ -3,7 +3,8 @@
  *
  * Modules, one prefix each: tune.c (kt_tune_: `ktune tune`), worker.c
  * (kt_worker_: `ktune __worker`), workers.c (kt_workers_: running workers),
- * result.c (kt_tune_result_), family.c (kt_tune_family_: the table), and one
+ * result.c (kt_tune_result_), family.c (kt_tune_family_: the table), results.c
+ * (kt_results_cli_: `ktune show`, `export`, `import`), and one
  * file per family: matmul.c (kt_tune_matmul_), hist.c (kt_tune_hist_).
  * measure.h has what checking and timing need whatever the family.
  */
@@ -127,6 +128,8 @@ static inline const char *kt_tune_family_param(const kt_variant *v, const char *
 
 int kt_tune_main(int argc, char **argv); /* ktune tune ... */
 
+#define KT_TUNE_MAX_GPUS 64 /* GPUs one tune spreads over */
+
 typedef struct kt_tune_opts {
   const char *db;
   int on[KT_TUNE_MAX_FAMILIES]; /* tune kt_tune_families[f]? */
@@ -134,16 +137,42 @@ typedef struct kt_tune_opts {
   const char *variants; /* comma-separated globs, or NULL for all */
   double timeout_s;
   unsigned long long seed;
+  const char *gpus; /* --gpus: "all" or ordinals "0,1"; NULL = all */
+  int fresh;        /* --fresh: measure again what the database holds */
 } kt_tune_opts;
 
 /* Read `ktune tune`'s arguments (argv[2]...) into o: 0, or 2 after a
  * message on stderr. */
 int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o);
 
+/* The GPUs a tune uses, by their index in gpus[0..n) (which are the
+ * visible GPUs, gpus[i].ordinal == i): `list` is --gpus, "all" or NULL for
+ * every GPU of the chip (kt_device_chip) of GPU `current`, or ordinals
+ * ("0,2"), which must be of one chip.  Fills chosen[] (room for n) and
+ * returns how many, or -1 with a message in err. */
+int kt_tune_select_gpus(const char *list, const kt_device_info *gpus, int n, int current, int *chosen, char *err,
+                        size_t errlen);
+
+/* The tune itself, once the GPUs are known and the database (o->db) is
+ * open: measure what db does not hold already (everything with o->fresh)
+ * on gpus[0..n) with workers running `worker` (NULL: this program), record,
+ * rank and print the tables.  0, or 1 when the database could not be
+ * written.  Tests pass described GPUs and a fake worker. */
+int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int n, kt_db *db, const char *worker);
+
 /* Is the variant named name selected by globs, comma-separated shell
  * patterns (fnmatch(3)) that each match whole names?  An exact name is a
  * pattern too.  NULL selects all. */
 int kt_tune_selected(const char *globs, const char *name);
+
+/* ---- results.c: reading databases, and moving results as text ----------- */
+
+/* ktune show / export / import; argc and argv as main's (argv[1] is the
+ * command).  0, 1 on failure, 2 for bad arguments; --help prints the usage
+ * on stdout. */
+int kt_results_cli_show(int argc, char **argv);
+int kt_results_cli_export(int argc, char **argv);
+int kt_results_cli_import(int argc, char **argv);
 
 /* ---- worker.c ----------------------------------------------------------- */
 
@@ -159,6 +188,7 @@ typedef struct kt_workers_opts {
    * recorded result (variant NULL, finished 1).  May be NULL. */
   void (*event)(void *user, const char *key, const char *variant, int finished);
   void *user;
+  int device; /* the CUDA ordinal the worker measures on */
 } kt_workers_opts;
 
 /* Measure vs[0..n) on problem p (key names it in events) in worker
@@ -166,5 +196,12 @@ typedef struct kt_workers_opts {
  * Leaves no child process behind. */
 void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
                     kt_tune_result *out);
+
+/* kt_workers_run over several GPUs at once: vs[i] is measured on GPU
+ * devices[i] (o->device is ignored), each GPU's variants one after another
+ * in their order here, the GPUs side by side.  out[i] gets vs[i]'s result,
+ * always; o->event may be called from several threads at once. */
+void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_variant **vs, const int *devices, int n,
+                           const kt_workers_opts *o, kt_tune_result *out);
 
 #endif

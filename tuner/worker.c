@@ -1,12 +1,13 @@
 /* tuner/worker.c: measure variants in a process of their own (kt_worker_).
  *
- *   ktune __worker FAMILY KEY DIST SEED NAME...
+ *   ktune __worker FAMILY KEY DIST SEED DEVICE NAME...
  *
  * KEY is the problem as its family's key() writes it ("4096x4096x4096",
  * "nbins=65536 n=268435456"), read back with its parse(); DIST is the
- * input distribution, "-" for none.  A kernel that faults poisons the CUDA
- * context of its whole process, so the tuner measures in a worker and reads
- * its results line by line:
+ * input distribution, "-" for none; DEVICE is the CUDA ordinal of the GPU
+ * to measure on.  A kernel that faults poisons the CUDA context of its
+ * whole process, so the tuner measures in a worker and reads its results
+ * line by line:
  *   START name
  *   RESULT name status time_ms rate max_err reps reason...
  * After any CUDA error (a launch_failed result) the worker stops (exit 3);
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda_runtime_api.h>
 
 #include "tuner.h"
 
@@ -47,11 +50,11 @@ static uint64_t name_seed(uint64_t seed, const char *name)
 
 int kt_worker_main(int argc, char **argv)
 {
-  const kt_tune_family *tf = argc >= 5 ? kt_tune_family_find(argv[1]) : NULL;
+  const kt_tune_family *tf = argc >= 6 ? kt_tune_family_find(argv[1]) : NULL;
   const kt_family_ops *ops = tf ? kt_family_get(tf->id) : NULL;
   kt_problem p;
   if (!ops || ops->parse(argv[2], &p) != 0 || strlen(argv[3]) >= sizeof p.dist) {
-    fprintf(stderr, "usage: ktune __worker FAMILY KEY DIST SEED NAME...\n");
+    fprintf(stderr, "usage: ktune __worker FAMILY KEY DIST SEED DEVICE NAME...\n");
     return 2;
   }
   p.family = ops->id;
@@ -59,8 +62,14 @@ int kt_worker_main(int argc, char **argv)
   const uint64_t seed = strtoull(argv[4], NULL, 10);
   kt_device_info dev;
   char err[256];
-  if (kt_device_query(-1, &dev, err, sizeof err) != KT_OK) {
+  if (kt_device_query(atoi(argv[5]), &dev, err, sizeof err) != KT_OK) {
     fprintf(stderr, "worker: %s\n", err);
+    return 2;
+  }
+  /* Everything from here on (inputs, launches, timing) is on that GPU. */
+  cudaError_t e = cudaSetDevice(dev.ordinal);
+  if (e != cudaSuccess) {
+    fprintf(stderr, "worker: cudaSetDevice(%d): %s\n", dev.ordinal, cudaGetErrorString(e));
     return 2;
   }
   void *inputs = tf->setup(&dev, &p, seed, err, sizeof err);
@@ -69,7 +78,7 @@ int kt_worker_main(int argc, char **argv)
     return 2;
   }
   double best = INFINITY;
-  for (int i = 5; i < argc; ++i) {
+  for (int i = 6; i < argc; ++i) {
     const kt_variant *v = kt_registry_find(argv[i]);
     printf("START %s\n", argv[i]);
     fflush(stdout);

@@ -2,7 +2,7 @@
  *
  * A kernel that faults poisons the CUDA context of its whole process, and
  * one that hangs never returns, so the tuner never measures in its own
- * process.  It starts a worker (`ktune __worker FAMILY KEY DIST SEED
+ * process.  It starts a worker (`ktune __worker FAMILY KEY DIST SEED DEVICE
  * NAME...`, worker.c) for a list of variants and reads its lines as they
  * come:
  *   START name                  the variant now in flight (its deadline starts)
@@ -10,9 +10,16 @@
  * If the worker dies or passes the deadline, the variant in flight is
  * recorded as launch_failed or timed_out, the worker is killed and reaped,
  * and a fresh one goes on with the rest.
+ *
+ * On a host with several GPUs, kt_workers_run_spread gives each GPU its
+ * share of the variants and runs the shares at once, one thread (and so
+ * one worker at a time) per GPU; each share is a kt_workers_run of its own,
+ * so a crash or a hang still costs one variant.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,16 +50,19 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
   }
   int next = 0; /* first variant not yet reported */
   while (next < n) {
+    /* Close-on-exec: a worker that another thread starts meanwhile must
+     * not hold this pipe open, or this one's end would go unseen. */
     int fd[2];
-    if (pipe(fd) != 0) {
+    if (pipe2(fd, O_CLOEXEC) != 0) {
       for (; next < n; ++next)
         kt_tune_result_set(&out[next], p, vs[next], "skipped", strerror(errno));
       return;
     }
-    char problem[96], seed[32];
+    char problem[96], seed[32], device[16];
     ops->key(p, problem, sizeof problem);
     snprintf(seed, sizeof seed, "%llu", o->seed + (unsigned long long)next * 7919u);
-    const char **argv = calloc((size_t)n + 8, sizeof *argv);
+    snprintf(device, sizeof device, "%d", o->device);
+    const char **argv = calloc((size_t)n + 9, sizeof *argv);
     int k = 0;
     argv[k++] = "ktune";
     argv[k++] = "__worker";
@@ -60,6 +70,7 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
     argv[k++] = problem;
     argv[k++] = p->dist[0] ? p->dist : "-";
     argv[k++] = seed;
+    argv[k++] = device;
     for (int i = next; i < n; ++i)
       argv[k++] = vs[i]->name;
     argv[k] = NULL;
@@ -174,4 +185,72 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
     if (o->event)
       o->event(o->user, key, NULL, 1);
   }
+}
+
+/* One GPU's share of a problem's variants. */
+typedef struct share {
+  const kt_problem *p;
+  const char *key;
+  kt_workers_opts o; /* with the GPU in o.device */
+  const kt_variant **vs;
+  int *at; /* where each result goes in the caller's out[] */
+  int n;
+  kt_tune_result *out;
+} share;
+
+static void *run_share(void *arg)
+{
+  share *s = arg;
+  kt_workers_run(s->p, s->key, s->vs, s->n, &s->o, s->out);
+  return NULL;
+}
+
+void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_variant **vs, const int *devices, int n,
+                           const kt_workers_opts *o, kt_tune_result *out)
+{
+  share *sh = calloc((size_t)n + 1, sizeof *sh);
+  const kt_variant **svs = calloc((size_t)n + 1, sizeof *svs);
+  int *sat = calloc((size_t)n + 1, sizeof *sat);
+  kt_tune_result *sout = calloc((size_t)n + 1, sizeof *sout);
+  pthread_t *tid = calloc((size_t)n + 1, sizeof *tid);
+  int *started = calloc((size_t)n + 1, sizeof *started);
+  if (!sh || !svs || !sat || !sout || !tid || !started) {
+    for (int i = 0; i < n; ++i)
+      kt_tune_result_set(&out[i], p, vs[i], "skipped", "out of memory");
+    goto done;
+  }
+  /* The shares, in the order their GPUs first appear; each takes a slice
+   * of svs, sat and sout. */
+  int nsh = 0, used = 0;
+  for (int i = 0; i < n; ++i) {
+    int g = 0;
+    while (g < nsh && sh[g].o.device != devices[i])
+      ++g;
+    if (g < nsh)
+      continue;
+    share *s = &sh[nsh++];
+    *s = (share){p, key, *o, svs + used, sat + used, 0, sout + used};
+    s->o.device = devices[i];
+    for (int j = i; j < n; ++j)
+      if (devices[j] == devices[i]) {
+        s->vs[s->n] = vs[j];
+        s->at[s->n++] = j;
+      }
+    used += s->n;
+  }
+  /* One thread per GPU; the last share (or one no thread could take) runs
+   * on this thread. */
+  for (int g = 0; g + 1 < nsh; ++g)
+    started[g] = pthread_create(&tid[g], NULL, run_share, &sh[g]) == 0;
+  for (int g = 0; g < nsh; ++g)
+    if (!started[g])
+      run_share(&sh[g]);
+  for (int g = 0; g < nsh; ++g) {
+    if (started[g])
+      pthread_join(tid[g], NULL);
+    for (int j = 0; j < sh[g].n; ++j)
+      out[sh[g].at[j]] = sh[g].out[j];
+  }
+done:
+  free(sh), free(svs), free(sat), free(sout), free(tid), free(started);
 }
