@@ -33,7 +33,6 @@ local targets = require("generator.targets")
 local registry = require("generator.registry")
 
 local VERSION = registry.VERSION
-local FAMILIES = { "matmul", "hist" }
 
 local function usage(msg)
   io.stderr:write((msg and ("ktgen: " .. msg .. "\n") or "") ..
@@ -83,6 +82,19 @@ end
 local function shell_quote(s)
   if s:match("^[%w%._/%-=]+$") then return s end
   return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+
+-- The families: one templates/<family>.space.lua each, in name order.
+local function family_names(dir)
+  local names = {}
+  local p = io.popen("ls " .. shell_quote(dir) .. " 2>/dev/null")
+  for f in p:lines() do
+    local fam = f:match("^([%w_]+)%.space%.lua$")
+    if fam then names[#names + 1] = fam end
+  end
+  p:close()
+  table.sort(names)
+  return names
 end
 
 local function read_file(path)
@@ -234,7 +246,7 @@ local function main(argv)
     (opts.only and (" --only " .. shell_quote(opts.only)) or "")
 
   local families, only_matched = {}, 0
-  for _, fam in ipairs(FAMILIES) do
+  for _, fam in ipairs(family_names(opts.templates)) do
     local path = opts.templates .. "/" .. fam .. ".space.lua"
     local s = space.load(path, errs)
     if s then

@@ -21,7 +21,10 @@ function registry.abi_guard()
     registry.ABI, registry.ABI)
 end
 
-local FAMILY_ENUM = { matmul = "KT_FAMILY_MATMUL", hist = "KT_FAMILY_HIST" }
+-- A family's value of kt_family (runtime/kt_variant.h): KT_FAMILY_<NAME>.
+local function family_enum(family)
+  return "KT_FAMILY_" .. family:upper()
+end
 
 -- A family's space lists `defaults`: variant names in order of preference
 -- for calls with no tuned entry.  The last one must serve every input.  A
@@ -97,7 +100,7 @@ function registry.emit(families, opts, command)
         "    .smem_static = %d, .smem_dynamic = %d, .align = %d,\n" ..
         "    .counter_bits = %d, .copies = %d, .banded = %d, .blocks_per_sm = %d, .default_rank = %d,\n" ..
         "    .source_hash = %s, .launch = kt_launch_%s },\n"):format(
-        cstr(v.name), FAMILY_ENUM[v.family], cstr(v.algo), v.name, #v.param_names,
+        cstr(v.name), family_enum(v.family), cstr(v.algo), v.name, #v.param_names,
         v.threads, v.cluster, v.min_cc, v.smem_static, v.smem_dynamic, v.align or 1,
         v.counter_bits or 0, v.copies or 1, v.banded or 0, v.blocks_per_sm or 0, f.defaults[v.name] or 0, cstr(v.source_hash), v.name)
     end

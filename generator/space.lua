@@ -19,12 +19,9 @@ local tags = require("generator.tags")
 local space = {}
 
 -- Fields every kernel's derive() must set: the runtime checks them before it
--- chooses a variant (see runtime/kt_variant.h).
-local REQUIRED = {
-  common = { "threads", "smem_static", "smem_dynamic", "cluster", "min_cc" },
-  matmul = { "align" },
-  hist = { "counter_bits", "copies", "banded" },
-}
+-- chooses a variant (see runtime/kt_variant.h).  A space adds the fields of
+-- its own family in `required`.
+local REQUIRED = { "threads", "smem_static", "smem_dynamic", "cluster", "min_cc" }
 
 local function where(fn, file)
   local info = fn and debug.getinfo(fn, "S")
@@ -196,7 +193,7 @@ function space.enumerate(s, t, errs, opts)
         dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons }
       else
         local missing = {}
-        for _, group in ipairs({ REQUIRED.common, REQUIRED[s.family] or {} }) do
+        for _, group in ipairs({ REQUIRED, s.required or {} }) do
           for _, f in ipairs(group) do
             if v[f] == nil then missing[#missing + 1] = f end
           end

@@ -19,6 +19,7 @@ end
 
 return {
   family = "hist",
+  required = { "counter_bits", "copies", "banded" }, -- registry fields derive() must set
 
   -- Untuned calls use the first of these that fits nbins on the device;
   -- global atomics serve every nbins.

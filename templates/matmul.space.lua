@@ -17,6 +17,7 @@ local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16
 
 local S = {
   family = "matmul",
+  required = { "align" }, -- registry fields derive() must set, beside the common ones
 
   -- Untuned calls use the first of these that serves the call: float4
   -- copies when pointers and leading dimensions allow, else 4-byte copies;
