@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # ktune: autotuned CUDA kernels.  `make tune` on a GPU host; `make test` anywhere.
 #
 # Flow: templates/*.space.lua + templates/*.cu.tpl --(generator/)--> generated/

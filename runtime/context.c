@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/context.c: contexts (kt_open, kt_close) and what the family
  * modules' API functions share: the open-context check, the device pointer
  * check, the tuned problems of a family, and launching.

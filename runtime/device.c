@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/device.c: the GPU's properties and its fingerprint. */
 #include <pthread.h>
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/kt_internal.h: what the runtime's modules share; not installed.
  *
  * Modules, one prefix each: device.c (kt_device_), family.c (kt_family_,

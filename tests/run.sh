@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # tests/run.sh: run every test suite, show its output, and close with one
 # line of totals ("tests: N passed, N failed, N skipped").  Called by
 # `make test` once everything is built; exits non-zero if anything failed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_api.c: the public API's argument checks (runtime/context.c,
  * runtime/status.c) on a described device: no GPU needed, nothing launched.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_tune.c: `ktune tune` without a GPU: its arguments (tune.c),
  * the table of the tuner's families (family.c), and what each family's
  * file (matmul.c, hist.c) reads from its options and finds in the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/hist.c: what the tuner knows about the histogram family
  * (kt_tune_hist_): its inputs, exact CPU reference and check (hist.h), its
  * default tuning problems and how `--hist`, `--hist-n` and `--dists` list

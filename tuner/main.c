@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/main.c: the ktune command line.
  *
  *   ktune tune [...]              benchmark every variant on this GPU (make tune)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/matmul.c: what the tuner knows about the matmul family
  * (kt_tune_matmul_): its check against a double-precision reference
  * (matmul.h), its default tuning shapes and how `--matmul` lists them, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/tune.c: `ktune tune`, the autotuner's driver (kt_tune_).
  *
  * For every family (kt_tune_families), problem and variant: a worker

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/tuner.h: the ktune CLI's commands, the tuner's families, its results
  * and its worker runner.
  *

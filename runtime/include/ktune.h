@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ktune.h: autotuned CUDA kernels, dispatched to the winner for this GPU.
  *
  *   kt_context *ctx;
