@@ -36,6 +36,44 @@ Q :=
 say :=
 endif
 
+# Goals that need no generated files; any other reads generated/variants.mk.
+NO_GEN_GOALS := clean deps test-deps check-test-deps help uninstall
+NEEDS_GEN := $(filter-out $(NO_GEN_GOALS),$(or $(MAKECMDGOALS),all))
+
+# Building needs the CUDA toolkit, Lua 5.4 with Penlight and SQLite's
+# headers; testing adds busted, Criterion and pkg-config.  Builds and tests
+# only check, and print the command that installs what is missing; only
+# `make deps` (building) and `make test-deps` (both) install packages.
+BUILD_PKGS := lua5.4 lua-penlight libsqlite3-dev
+TEST_PKGS := lua-busted libcriterion-dev pkg-config
+# For each Debian package, a command that succeeds when it is usable.
+has_lua5.4 := command -v $(LUA)
+has_lua-penlight := $(LUA) -e 'require "pl.template"'
+has_libsqlite3-dev := $(CC) -include sqlite3.h -E -x c /dev/null
+has_lua-busted := command -v $(BUSTED)
+has_libcriterion-dev := $(CC) -include criterion/criterion.h -E -x c /dev/null
+has_pkg-config := command -v pkg-config
+# Shell: set $missing to the packages of $(1) that are not usable.
+find_missing = missing=""; $(foreach p,$(1),{ $(has_$(p)); } >/dev/null 2>&1 || missing="$$missing $(p)";)
+NVCC_MISSING = ktune: nvcc not found at $(NVCC): install the CUDA toolkit, or set CUDA_HOME
+
+# What a build lacks, and an ARCH the generator does not know (its own
+# list, generator/targets.lua), are said once, before anything runs.
+ifneq ($(NEEDS_GEN),)
+ifeq ($(shell command -v $(NVCC)),)
+$(error $(NVCC_MISSING))
+endif
+BUILD_MISSING := $(shell $(call find_missing,$(BUILD_PKGS)) echo $$missing)
+ifneq ($(BUILD_MISSING),)
+$(error ktune: building needs $(BUILD_MISSING).  Install with:  sudo apt-get install $(BUILD_MISSING)  (or: make deps))
+endif
+KNOWN_ARCHS := $(shell $(LUA) -e 'package.path = "./?.lua;" .. package.path; \
+                 print(table.concat(require("generator.targets").names(), " "))' 2>/dev/null)
+ifeq ($(filter $(ARCH),$(KNOWN_ARCHS)),)
+$(error ARCH=$(ARCH) is not a target ktune can generate kernels for; set ARCH to one of: $(KNOWN_ARCHS))
+endif
+endif
+
 GEN_ONLY := $(if $(ONLY),--only '$(ONLY)')
 DB_ARG := $(if $(KTUNE_DB),--db '$(KTUNE_DB)')
 ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
@@ -48,13 +86,11 @@ SQLITE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
 CRITERION_LIBS := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
 LIBS := $(SQLITE_LIBS) $(CUDA_LIB) -lstdc++ -lpthread -lm
 
-# generated/variants.mk lists the variants; make regenerates it (and re-reads
-# it) whenever a template, a space, the generator or ARCH changes.
-NO_GEN_GOALS := clean deps help
-ifeq ($(filter-out $(NO_GEN_GOALS),$(or $(MAKECMDGOALS),all)),)
-else
+ifneq ($(NEEDS_GEN),)
 -include generated/variants.mk
 endif
+# generated/variants.mk lists the variants; make regenerates it (and re-reads
+# it) whenever a template, a space, the generator or ARCH changes.
 ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY),$(ARCH)|$(ONLY))
 FORCE_GEN := FORCE
 endif
@@ -69,7 +105,7 @@ TOOL_OBJS := $(filter-out build/obj/tuner/main.o,$(TUNER_OBJS))
 C_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 GEN_INPUTS := $(wildcard generator/*.lua templates/*)
 
-.PHONY: all generate tune test test-lua bench clean deps help install FORCE
+.PHONY: all generate tune test check test-lua bench clean deps test-deps check-test-deps help install FORCE
 all: build/libktune.a build/libktune.so build/ktune build/example
 
 help:
@@ -78,30 +114,35 @@ help:
 	@echo "make tune       build, then benchmark every variant on this GPU into the user database"
 	@echo "make test       generator, database, dispatch and API tests; GPU tests when a GPU is present"
 	@echo "make bench      ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
+	@echo "make deps       install the Debian packages that building needs (apt-get)"
+	@echo "make test-deps  install those that building and testing need"
 	@echo "make clean      remove build/ and generated/"
 
-# ---- dependencies: apt-get when we may, else say the exact command ----------
-DEB_PKGS := lua5.4 lua-penlight lua-busted libcriterion-dev libsqlite3-dev pkg-config
+# ---- dependencies -----------------------------------------------------------
+check_nvcc = command -v $(NVCC) >/dev/null 2>&1 || { echo "$(NVCC_MISSING)" >&2; exit 1; }
+# Shell: install $missing with apt-get when root or allowed sudo, else say how.
+apt_install = if [ -z "$$missing" ]; then echo "ktune: the packages are installed"; \
+  elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+  elif sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+  else echo "ktune: run:  sudo apt-get install$$missing" >&2; exit 1; fi
+
+check-test-deps:
+	@$(call find_missing,$(TEST_PKGS)) [ -z "$$missing" ] || \
+	  { echo "ktune: testing needs$$missing.  Install with:  sudo apt-get install$$missing  (or: make test-deps)" >&2; exit 1; }
+
 deps:
-	@command -v $(NVCC) >/dev/null 2>&1 || { echo "ktune: nvcc not found at $(NVCC): install the CUDA toolkit or set CUDA_HOME" >&2; exit 1; }
-	@missing=""; \
-	command -v $(LUA) >/dev/null 2>&1 || missing="$$missing lua5.4"; \
-	$(LUA) -e 'require "pl.template"' >/dev/null 2>&1 || missing="$$missing lua-penlight"; \
-	command -v $(BUSTED) >/dev/null 2>&1 || missing="$$missing lua-busted"; \
-	pkg-config --exists criterion 2>/dev/null || missing="$$missing libcriterion-dev"; \
-	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
-	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	  elif sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	  else echo "ktune: missing packages; run:  sudo apt-get install$$missing" >&2; exit 1; fi; \
-	fi
+	@$(check_nvcc)
+	@$(call find_missing,$(BUILD_PKGS)) $(apt_install)
+
+test-deps:
+	@$(check_nvcc)
+	@$(call find_missing,$(BUILD_PKGS) $(TEST_PKGS)) $(apt_install)
 
 # ---- generation ------------------------------------------------------------
-generate: deps
+generate:
 	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain $(GEN_ONLY)
 
-generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN) | deps
+generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN)
 	$(call say,GEN,generated/ for $(ARCH))
 	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet $(GEN_ONLY)
 	@touch $@ # the generator leaves unchanged files alone; this one marks the run
@@ -145,19 +186,21 @@ build/example: build/obj/examples/example.o build/libktune.a
 
 # ---- tuning --------------------------------------------------------------
 # The variants compile in parallel even from a plain `make tune`.
-tune: deps
+tune:
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all
 	$(Q)./build/ktune tune $(DB_ARG) $(TUNE_ARGS)
 
 # ---- tests ---------------------------------------------------------------
-build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a
+build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a | check-test-deps
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -Ituner -o $@ $< $(TOOL_OBJS) build/libktune.a \
 	  $(CRITERION_LIBS) $(LIBS)
 
-test: deps all $(C_TESTS) build/sm80.log
+test: check-test-deps all $(C_TESTS) build/sm80.log
 	$(Q)tests/run.sh $(BUSTED) build/sm80.log $(C_TESTS)
+
+check: test
 
 test-lua:
 	$(Q)$(BUSTED) --lpath='./?.lua' --pattern=_spec tests/
