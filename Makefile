@@ -10,8 +10,19 @@ NVCC ?= $(CUDA_HOME)/bin/nvcc
 LUA ?= lua5.4
 BUSTED ?= busted
 CC ?= gcc
+# Where `make install` puts things (the GNU names).  DESTDIR stages the
+# whole tree somewhere else (packaging, tests) and is never compiled in;
+# DATADIR (the shipped results) and the path from BINDIR to LIBDIR (the
+# CLI's RUNPATH) are, so changing them rebuilds what holds them.
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share
+DOCDIR ?= $(DATADIR)/doc/ktune
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR ?=
+LDCONFIG ?= ldconfig
 # Target architecture: the present GPU's, else sm_90.
 ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | \
           sed -n 's/^\([0-9]*\)\.\([0-9]*\)$$/sm_\1\2/p'),sm_90)
@@ -35,6 +46,15 @@ else
 Q :=
 say :=
 endif
+
+# The version: ktune.h's KT_VERSION_MAJOR, _MINOR and _PATCH lines, the one
+# place it is written.
+VERSION := $(shell sed -n 's/^.define KT_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9][0-9]*\)$$/\2/p' \
+             runtime/include/ktune.h | paste -sd. -)
+ifneq ($(words $(subst ., ,$(VERSION))),3)
+$(error cannot read the version from the KT_VERSION_* lines of runtime/include/ktune.h)
+endif
+MAJOR := $(firstword $(subst ., ,$(VERSION)))
 
 # Goals that need no generated files; any other reads generated/variants.mk.
 NO_GEN_GOALS := clean deps test-deps check-test-deps help uninstall
@@ -79,12 +99,16 @@ DB_ARG := $(if $(KTUNE_DB),--db '$(KTUNE_DB)')
 ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
 GENCODE := -gencode=arch=compute_$(ARCH_NUM),code=[sm_$(ARCH_NUM),compute_$(ARCH_NUM)]
 CUDA_INC := -I$(CUDA_HOME)/include
-CUDA_LIB := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 KT_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden -MMD -MP \
              -Iruntime/include -Iruntime -Igenerated $(CUDA_INC) -DKT_SYSTEM_DB='"$(DATADIR)/ktune/system.db"'
 SQLITE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
 CRITERION_LIBS := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
-LIBS := $(SQLITE_LIBS) $(CUDA_LIB) -lstdc++ -lpthread -lm
+# What libktune needs.  The shared library records no path to the CUDA
+# runtime: the loader's configuration finds it, as it does for the program.
+LIB_LIBS := $(SQLITE_LIBS) -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -lpthread -lm
+# Programs run from the build tree (tests, the example, the benchmarks)
+# link libktune.a and find the CUDA runtime where this build did.
+LIBS := $(LIB_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64
 
 ifneq ($(NEEDS_GEN),)
 -include generated/variants.mk
@@ -97,26 +121,34 @@ endif
 
 VARIANTS := $(KT_VARIANTS_matmul) $(KT_VARIANTS_hist)
 VARIANT_OBJS := $(VARIANTS:%=build/obj/%.o)
+FAMILIES := $(sort $(patsubst %/,%,$(dir $(VARIANTS))))
 RUNTIME_SRCS := $(wildcard runtime/*.c)
-RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=build/obj/%.o) build/obj/generated/registry.o
+RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=build/obj/%.o)
+REGISTRY_OBJ := build/obj/generated/registry.o
+LIB_OBJS := $(RUNTIME_OBJS) $(REGISTRY_OBJ) $(VARIANT_OBJS)
 TUNER_SRCS := $(wildcard tuner/*.c)
 TUNER_OBJS := $(TUNER_SRCS:%.c=build/obj/%.o)
 TOOL_OBJS := $(filter-out build/obj/tuner/main.o,$(TUNER_OBJS))
 C_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 GEN_INPUTS := $(wildcard generator/*.lua templates/*)
+SHLIB := build/libktune.so.$(VERSION)
 
-.PHONY: all generate tune test check test-lua bench clean deps test-deps check-test-deps help install FORCE
-all: build/libktune.a build/libktune.so build/ktune build/example
+.PHONY: all generate tune test check test-lua bench clean deps test-deps check-test-deps help \
+        install uninstall FORCE
+all: build/libktune.a build/libktune.so build/ktune build/example build/ktune.pc
 
 help:
-	@echo "make [all]      build generated kernels, libktune, the ktune CLI and the example"
-	@echo "make generate   expand the templates for ARCH=$(ARCH) and explain what was dropped"
-	@echo "make tune       build, then benchmark every variant on this GPU into the user database"
-	@echo "make test       generator, database, dispatch and API tests; GPU tests when a GPU is present"
-	@echo "make bench      ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
-	@echo "make deps       install the Debian packages that building needs (apt-get)"
-	@echo "make test-deps  install those that building and testing need"
-	@echo "make clean      remove build/ and generated/"
+	@echo "make [all]        build generated kernels, libktune (.a, .so), the ktune CLI and the example"
+	@echo "make generate     expand the templates for ARCH=$(ARCH) and explain what was dropped"
+	@echo "make tune         build, then benchmark every variant on this GPU into the user database"
+	@echo "make test         generator, database, dispatch, API, CLI and install tests; GPU tests when a GPU is present"
+	@echo "make bench        ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
+	@echo "make install      copy the library, header, ktune.pc, CLI and kernel sources under PREFIX=$(PREFIX)"
+	@echo "                  (DESTDIR, BINDIR, LIBDIR, INCLUDEDIR, DATADIR, DOCDIR, PKGCONFIGDIR also apply)"
+	@echo "make uninstall    remove what make install copied (same variables)"
+	@echo "make deps         install the Debian packages that building needs (apt-get)"
+	@echo "make test-deps    install those that building and testing need"
+	@echo "make clean        remove build/ and generated/"
 
 # ---- dependencies -----------------------------------------------------------
 check_nvcc = command -v $(NVCC) >/dev/null 2>&1 || { echo "$(NVCC_MISSING)" >&2; exit 1; }
@@ -149,6 +181,17 @@ generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN)
 
 generated/registry.c generated/registry.h: | generated/variants.mk
 
+# The install paths that the build compiles in, one per line.  The file is
+# rewritten only when they change, so that what holds them is rebuilt then
+# (`make install PREFIX=/usr` after `make`), and only then.
+LIB_FROM_BIN := $(shell realpath -m --relative-to='$(BINDIR)' '$(LIBDIR)')
+CLI_RUNPATH := $$ORIGIN:$$ORIGIN/$(LIB_FROM_BIN):$(CUDA_HOME)/lib64
+build/paths: FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' 'PREFIX=$(PREFIX)' 'LIBDIR=$(LIBDIR)' 'INCLUDEDIR=$(INCLUDEDIR)' 'DATADIR=$(DATADIR)' \
+	  'RUNPATH=$(CLI_RUNPATH)' 'CUDA_HOME=$(CUDA_HOME)' > $@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
+
 # ---- compilation -------------------------------------------------------
 # nvcc's resource report (registers, shared memory, spills) is kept beside
 # each object as .ptxas, for reading why a variant wins or loses.
@@ -158,27 +201,68 @@ build/obj/%.o: generated/%.cu runtime/kt_variant.h
 	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Xptxas -v -c $< -o $@ 2> $(@:.o=.ptxas) || \
 	  { cat $(@:.o=.ptxas) >&2; exit 1; }
 
-build/obj/generated/registry.o: generated/registry.c generated/registry.h runtime/kt_variant.h
+# The registry is the one internal that libktune.so exports (build/libktune.map).
+$(REGISTRY_OBJ): generated/registry.c generated/registry.h runtime/kt_variant.h
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -c $< -o $@
 
 build/obj/%.o: %.c generated/registry.h
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -c $< -o $@
 
-build/libktune.a: $(RUNTIME_OBJS) $(VARIANT_OBJS)
+build/obj/runtime/results.o: build/paths # KT_SYSTEM_DB
+
+# ---- the library --------------------------------------------------------
+build/libktune.a: $(LIB_OBJS)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-build/libktune.so: $(RUNTIME_OBJS) $(VARIANT_OBJS)
-	$(call say,LD,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(LIBS)
+# libktune.so exports the API (KT_API in ktune.h) and, for the ktune CLI
+# alone, the variant registry, under a version named for this release: a
+# CLI then runs only with the library it was built with.
+REGISTRY_SYMBOLS := kt_registry kt_registry_count kt_registry_generator_version kt_registry_target
+build/libktune.map: runtime/include/ktune.h Makefile
+	@mkdir -p $(@D)
+	$(Q)printf 'KTUNE_PRIVATE_%s {\n  global: %s\n};\n' $(VERSION) '$(addsuffix ;,$(REGISTRY_SYMBOLS))' > $@
 
-build/ktune: $(TUNER_OBJS) build/libktune.a
+# libktune.so.MAJOR.MINOR.PATCH, known to the loader by its SONAME
+# libktune.so.MAJOR, and to the linker (-lktune) by libktune.so.
+$(SHLIB): $(LIB_OBJS) build/libktune.map
 	$(call say,LD,$@)
-	$(Q)$(CC) -o $@ $(TUNER_OBJS) build/libktune.a $(LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libktune.so.$(MAJOR) -Wl,--version-script,build/libktune.map -Wl,-z,defs \
+	  -o $@ $(LIB_OBJS) $(LIB_LIBS)
+
+build/libktune.so.$(MAJOR): $(SHLIB)
+	$(Q)ln -sf $(notdir $<) $@
+
+build/libktune.so: build/libktune.so.$(MAJOR)
+	$(Q)ln -sf $(notdir $<) $@
+
+build/ktune.pc: runtime/ktune.pc.in build/paths runtime/include/ktune.h
+	$(call say,GEN,$@)
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call under_prefix,$(LIBDIR))|' \
+	  -e 's|@INCLUDEDIR@|$(call under_prefix,$(INCLUDEDIR))|' -e 's|@CUDA_HOME@|$(CUDA_HOME)|' \
+	  -e 's|@VERSION@|$(VERSION)|' $< > $@
+# ${prefix}/lib for $(PREFIX)/lib, so that pkg-config may move the prefix.
+under_prefix = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+# ---- programs -----------------------------------------------------------
+# The CLI takes the kernels, nearly all of libktune's size, from
+# libktune.so, and the runtime's internals, which libktune.so does not
+# export, from an archive of the runtime's own objects (less the registry
+# and the kernels).  --exclude-libs keeps that copy's API functions out of
+# the CLI's exports, where they would stand in for the library's.  RUNPATH:
+# build/ here, LIBDIR once installed, and the CUDA runtime this build found.
+build/libktune_internal.a: $(RUNTIME_OBJS)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+build/ktune: $(TUNER_OBJS) build/libktune_internal.a build/libktune.so build/paths
+	$(call say,LD,$@)
+	$(Q)$(CC) -o $@ $(TUNER_OBJS) build/libktune_internal.a build/libktune.so \
+	  -Wl,--exclude-libs,libktune_internal.a $(LIB_LIBS) -Wl,--enable-new-dtags -Wl,-rpath,'$(CLI_RUNPATH)'
 
 build/example: build/obj/examples/example.o build/libktune.a
 	$(call say,LD,$@)
@@ -200,10 +284,10 @@ build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a | check-test-deps
 test: check-test-deps all $(C_TESTS) build/sm80.log
 	$(Q)tests/run.sh $(BUSTED) build/sm80.log $(C_TESTS)
 
-check: test
-
 test-lua:
 	$(Q)$(BUSTED) --lpath='./?.lua' --pattern=_spec tests/
+
+check: test
 
 # Every variant that the sm_80 target keeps must compile for sm_80 too.
 build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h
@@ -227,11 +311,43 @@ bench: all $(TOOL_OBJS) $(BENCH_BINS)
 	$(Q)./build/bench_matmul $(DB_ARG) --out bench/results
 	$(Q)./build/bench_hist $(DB_ARG) --out bench/results
 
+# ---- installing ----------------------------------------------------------
+# Under $(DATADIR)/ktune: the kernels' sources, for reading what `ktune
+# explain` names, and build/system.db when there is one (the shipped
+# results, the system layer).  Outside a stage, ldconfig (when it may)
+# tells the loader about the new library.
+KT_SHARE := $(DATADIR)/ktune
 install: all
-	install -d $(PREFIX)/lib $(PREFIX)/include $(PREFIX)/bin
-	install -m 644 build/libktune.a build/libktune.so $(PREFIX)/lib
-	install -m 644 runtime/include/ktune.h $(PREFIX)/include
-	install -m 755 build/ktune $(PREFIX)/bin
+	$(call say,INSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(INCLUDEDIR)' \
+	  '$(DESTDIR)$(DOCDIR)' $(FAMILIES:%='$(DESTDIR)$(KT_SHARE)/generated/%')
+	$(Q)install -m 644 runtime/include/ktune.h '$(DESTDIR)$(INCLUDEDIR)/'
+	$(Q)install -m 644 build/libktune.a '$(DESTDIR)$(LIBDIR)/'
+	$(Q)install -m 755 $(SHLIB) '$(DESTDIR)$(LIBDIR)/'
+	$(Q)ln -sf libktune.so.$(VERSION) '$(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR)'
+	$(Q)ln -sf libktune.so.$(MAJOR) '$(DESTDIR)$(LIBDIR)/libktune.so'
+	$(Q)install -m 644 build/ktune.pc '$(DESTDIR)$(PKGCONFIGDIR)/'
+	$(Q)install -m 755 build/ktune '$(DESTDIR)$(BINDIR)/'
+	$(Q)install -m 644 LICENSE '$(DESTDIR)$(DOCDIR)/'
+	$(Q)$(foreach f,$(FAMILIES),install -m 644 $(filter generated/$(f)/%,$(VARIANTS:%=generated/%.cu)) \
+	  '$(DESTDIR)$(KT_SHARE)/generated/$(f)/' &&) true
+	$(Q)if [ -f build/system.db ]; then install -m 644 build/system.db '$(DESTDIR)$(KT_SHARE)/system.db'; fi
+	$(Q)[ -n '$(DESTDIR)' ] || $(LDCONFIG) 2>/dev/null || true
+
+# Removes every file that install may have copied, and ktune's own folders;
+# leaves the shared ones (bin, lib, lib/pkgconfig, include, share,
+# share/doc): other packages use them, and /usr/local's come with the
+# system (automake's uninstall does the same).  A file put in
+# $(DATADIR)/ktune by hand stays, and so does that folder.
+uninstall:
+	$(call say,RM,$(DESTDIR)$(PREFIX))
+	$(Q)rm -f '$(DESTDIR)$(BINDIR)/ktune' '$(DESTDIR)$(INCLUDEDIR)/ktune.h' '$(DESTDIR)$(LIBDIR)/libktune.a' \
+	  '$(DESTDIR)$(LIBDIR)/libktune.so' '$(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR)' \
+	  '$(DESTDIR)$(LIBDIR)/libktune.so.$(VERSION)' '$(DESTDIR)$(PKGCONFIGDIR)/ktune.pc' '$(DESTDIR)$(DOCDIR)/LICENSE' \
+	  '$(DESTDIR)$(KT_SHARE)/system.db'
+	$(Q)rm -rf '$(DESTDIR)$(KT_SHARE)/generated'
+	$(Q)rmdir '$(DESTDIR)$(KT_SHARE)' '$(DESTDIR)$(DOCDIR)' 2>/dev/null || true
+	$(Q)[ -n '$(DESTDIR)' ] || $(LDCONFIG) 2>/dev/null || true
 
 clean:
 	rm -rf build generated
