@@ -44,6 +44,10 @@ typedef struct kt_device_info {
  * driver; err gets the CUDA message. */
 KT_INTERNAL int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen);
 
+/* KT_OK when this build's kernels run on d, else KT_ERR_UNSUPPORTED_DEVICE
+ * with the device and the build's target in err. */
+KT_INTERNAL int kt_device_supported(const kt_device_info *d, char *err, size_t errlen);
+
 /* Fill d->fingerprint from name, compute capability, SM count and memory. */
 KT_INTERNAL void kt_device_fingerprint(kt_device_info *d);
 
