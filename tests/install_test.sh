@@ -96,8 +96,8 @@ check "the staged CLI lists one variant per installed source" \
   test "$("$stage/usr/bin/ktune" list | wc -l)" -eq "$nsources"
 
 # ---- a program from outside, by pkg-config ------------------------------------
-export PKG_CONFIG_PATH=$lib/pkgconfig
-unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
+export PKG_CONFIG_PATH=$lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+unset PKG_CONFIG_SYSROOT_DIR
 pc() { pkg-config --define-variable=prefix="$stage/usr" "$@" ktune; }
 check "pkg-config --modversion ktune is $version" test "$(pc --modversion)" = "$version"
 cuda=$(pc --variable=cudaroot)
@@ -113,7 +113,7 @@ check "the static hello needs no libktune.so" eval "! readelf -d '$work/hello_st
 
 if nvidia-smi -L >/dev/null 2>&1; then gpu=1; else gpu=0; fi
 for prog in hello hello_static; do
-  LD_LIBRARY_PATH=$lib "$work/$prog" >"$work/out" 2>&1
+  LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} "$work/$prog" >"$work/out" 2>&1
   rc=$?
   if [ "$gpu" = 1 ]; then
     if [ "$rc" -eq 0 ] && grep -q "(ok)" "$work/out"; then ok "$prog multiplies on the GPU"; else
@@ -126,7 +126,7 @@ for prog in hello hello_static; do
   fi
 done
 check "hello runs on the staged libktune.so" \
-  grep -q "libktune.so.$major => $lib/libktune.so.$major" <(LD_LIBRARY_PATH=$lib ldd "$work/hello")
+  grep -q "libktune.so.$major => $lib/libktune.so.$major" <(LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$work/hello")
 
 # ---- uninstall ----------------------------------------------------------------
 check "make uninstall DESTDIR=stage PREFIX=/usr" run_make uninstall
