@@ -7,7 +7,9 @@
  * status.c; and one module per family holding its API functions and
  * everything else the runtime knows of it: matmul.c (kt_matmul_), hist.c
  * (kt_hist_, kt_histogram).
- * The tuner CLI and the tests link libktune.a and use these too.
+ * The tests link libktune.a and use these too; so does the ktune CLI,
+ * from build/libktune_internal.a, its kernels and registry coming from
+ * libktune.so (see the Makefile).
  */
 #ifndef KT_INTERNAL_H
 #define KT_INTERNAL_H
