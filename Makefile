@@ -313,12 +313,14 @@ bench: all $(TOOL_OBJS) $(BENCH_BINS)
 
 # ---- installing ----------------------------------------------------------
 # Under $(DATADIR)/ktune: the kernels' sources, for reading what `ktune
-# explain` names, and build/system.db when there is one (the shipped
-# results, the system layer).  Outside a stage, ldconfig (when it may)
-# tells the loader about the new library.
+# explain` names (those of this build only: an earlier install's go), and
+# build/system.db when there is one (the shipped results, the system
+# layer).  Outside a stage, ldconfig (when it may) tells the loader about
+# the new library.
 KT_SHARE := $(DATADIR)/ktune
 install: all
 	$(call say,INSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)rm -rf '$(DESTDIR)$(KT_SHARE)/generated'
 	$(Q)install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(INCLUDEDIR)' \
 	  '$(DESTDIR)$(DOCDIR)' $(FAMILIES:%='$(DESTDIR)$(KT_SHARE)/generated/%')
 	$(Q)install -m 644 runtime/include/ktune.h '$(DESTDIR)$(INCLUDEDIR)/'
