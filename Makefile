@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # ktune: autotuned CUDA kernels.  `make tune` on a GPU host; `make test` anywhere.
 #
 # Flow: templates/*.space.lua + templates/*.cu.tpl --(generator/)--> generated/
@@ -9,8 +10,19 @@ NVCC ?= $(CUDA_HOME)/bin/nvcc
 LUA ?= lua5.4
 BUSTED ?= busted
 CC ?= gcc
+# Where `make install` puts things (the GNU names).  DESTDIR stages the
+# whole tree somewhere else (packaging, tests) and is never compiled in;
+# DATADIR (the shipped results) and the path from BINDIR to LIBDIR (the
+# CLI's RUNPATH) are, so changing them rebuilds what holds them.
 PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
 DATADIR ?= $(PREFIX)/share
+DOCDIR ?= $(DATADIR)/doc/ktune
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+DESTDIR ?=
+LDCONFIG ?= ldconfig
 # Target architecture: the present GPU's, else sm_90.
 ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | \
           sed -n 's/^\([0-9]*\)\.\([0-9]*\)$$/sm_\1\2/p'),sm_90)
@@ -41,85 +53,161 @@ Q :=
 say :=
 endif
 
+# The version: ktune.h's KT_VERSION_MAJOR, _MINOR and _PATCH lines, the one
+# place it is written.
+VERSION := $(shell sed -n 's/^.define KT_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9][0-9]*\)$$/\2/p' \
+             runtime/include/ktune.h | paste -sd. -)
+ifneq ($(words $(subst ., ,$(VERSION))),3)
+$(error cannot read the version from the KT_VERSION_* lines of runtime/include/ktune.h)
+endif
+MAJOR := $(firstword $(subst ., ,$(VERSION)))
+
+# Goals that need no generated files; any other reads generated/variants.mk.
+NO_GEN_GOALS := clean deps test-deps check-test-deps help uninstall
+NEEDS_GEN := $(filter-out $(NO_GEN_GOALS),$(or $(MAKECMDGOALS),all))
+
+# Building needs the CUDA toolkit, Lua 5.4 with Penlight and SQLite's
+# headers; testing adds busted, Criterion and pkg-config.  Builds and tests
+# only check, and print the command that installs what is missing; only
+# `make deps` (building) and `make test-deps` (both) install packages.
+BUILD_PKGS := lua5.4 lua-penlight libsqlite3-dev
+TEST_PKGS := lua-busted libcriterion-dev pkg-config
+# For each Debian package, a command that succeeds when it is usable.
+has_lua5.4 := command -v $(LUA)
+has_lua-penlight := $(LUA) -e 'require "pl.template"'
+has_libsqlite3-dev := $(CC) -include sqlite3.h -E -x c /dev/null
+has_lua-busted := command -v $(BUSTED)
+has_libcriterion-dev := $(CC) -include criterion/criterion.h -E -x c /dev/null
+has_pkg-config := command -v pkg-config
+# Shell: set $missing to the packages of $(1) that are not usable.
+find_missing = missing=""; $(foreach p,$(1),{ $(has_$(p)); } >/dev/null 2>&1 || missing="$$missing $(p)";)
+NVCC_MISSING = ktune: nvcc not found at $(NVCC): install the CUDA toolkit, or set CUDA_HOME
+
+# What a build lacks, and an ARCH the generator does not know (its own
+# list, generator/targets.lua), are said once, before anything runs.
+ifneq ($(NEEDS_GEN),)
+ifeq ($(shell command -v $(NVCC)),)
+$(error $(NVCC_MISSING))
+endif
+BUILD_MISSING := $(shell $(call find_missing,$(BUILD_PKGS)) echo $$missing)
+ifneq ($(BUILD_MISSING),)
+$(error ktune: building needs $(BUILD_MISSING).  Install with:  sudo apt-get install $(BUILD_MISSING)  (or: make deps))
+endif
+KNOWN_ARCHS := $(shell $(LUA) -e 'package.path = "./?.lua;" .. package.path; \
+                 print(table.concat(require("generator.targets").names(), " "))' 2>/dev/null)
+ifeq ($(filter $(ARCH),$(KNOWN_ARCHS)),)
+$(error ARCH=$(ARCH) is not a target ktune can generate kernels for; set ARCH to one of: $(KNOWN_ARCHS))
+endif
+endif
+
 NO_PRUNE_ON := $(if $(filter-out 0,$(NO_PRUNE)),1)
 GEN_FLAGS := $(if $(NO_PRUNE_ON),--no-prune) $(if $(ONLY),--only '$(ONLY)')
 DB_ARG := $(if $(KTUNE_DB),--db '$(KTUNE_DB)')
 ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
 GENCODE := -gencode=arch=compute_$(ARCH_NUM),code=[sm_$(ARCH_NUM),compute_$(ARCH_NUM)]
 CUDA_INC := -I$(CUDA_HOME)/include
-CUDA_LIB := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
 KT_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden -MMD -MP \
              -Iruntime/include -Iruntime -Igenerated $(CUDA_INC) -DKT_SYSTEM_DB='"$(DATADIR)/ktune/system.db"'
 SQLITE_LIBS := $(shell pkg-config --libs sqlite3 2>/dev/null || echo -lsqlite3)
 CRITERION_LIBS := $(shell pkg-config --libs criterion 2>/dev/null || echo -lcriterion)
-LIBS := $(SQLITE_LIBS) $(CUDA_LIB) -lstdc++ -lpthread -lm
+# What libktune needs.  The shared library records no path to the CUDA
+# runtime: the loader's configuration finds it, as it does for the program.
+LIB_LIBS := $(SQLITE_LIBS) -L$(CUDA_HOME)/lib64 -lcudart -lstdc++ -lpthread -lm
+# Programs run from the build tree (tests, the example, the benchmarks)
+# link libktune.a and find the CUDA runtime where this build did.
+LIBS := $(LIB_LIBS) -Wl,-rpath,$(CUDA_HOME)/lib64
 
-# generated/variants.mk lists the variants; make regenerates it (and re-reads
-# it) whenever a template, a space, the generator, ARCH, ONLY or NO_PRUNE changes.
-NO_GEN_GOALS := clean deps help
-ifeq ($(filter-out $(NO_GEN_GOALS),$(or $(MAKECMDGOALS),all)),)
-else
+ifneq ($(NEEDS_GEN),)
 -include generated/variants.mk
 endif
+# generated/variants.mk lists the variants; make regenerates it (and re-reads
+# it) whenever a template, a space, the generator, ARCH, ONLY or NO_PRUNE changes.
 ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY)|$(KT_GENERATED_NO_PRUNE),$(ARCH)|$(ONLY)|$(NO_PRUNE_ON))
 FORCE_GEN := FORCE
 endif
 
 VARIANTS := $(KT_VARIANTS_matmul) $(KT_VARIANTS_hist)
 VARIANT_OBJS := $(VARIANTS:%=build/obj/%.o)
+FAMILIES := $(sort $(patsubst %/,%,$(dir $(VARIANTS))))
 RUNTIME_SRCS := $(wildcard runtime/*.c)
-RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=build/obj/%.o) build/obj/generated/registry.o
+RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=build/obj/%.o)
+REGISTRY_OBJ := build/obj/generated/registry.o
+LIB_OBJS := $(RUNTIME_OBJS) $(REGISTRY_OBJ) $(VARIANT_OBJS)
 TUNER_SRCS := $(wildcard tuner/*.c)
 TUNER_OBJS := $(TUNER_SRCS:%.c=build/obj/%.o)
 TOOL_OBJS := $(filter-out build/obj/tuner/main.o,$(TUNER_OBJS))
 C_TESTS := $(patsubst tests/%.c,build/tests/%,$(wildcard tests/test_*.c))
 GEN_INPUTS := $(wildcard generator/*.lua templates/*)
+SHLIB := build/libktune.so.$(VERSION)
 # Shipped results (ktune export, one per GPU) make the system layer, build/system.db.
 SHIPPED_RESULTS := $(wildcard tuning-db/shipped/*.json)
 
-.PHONY: all generate tune test test-lua bench clean deps help install FORCE
-all: build/libktune.a build/libktune.so build/ktune build/example $(if $(SHIPPED_RESULTS),build/system.db)
+.PHONY: all generate tune test check test-lua bench clean deps test-deps check-test-deps help \
+        install uninstall FORCE
+all: build/libktune.a build/libktune.so build/ktune build/example build/ktune.pc \
+     $(if $(SHIPPED_RESULTS),build/system.db)
 
 help:
-	@echo "make [all]      build generated kernels, libktune, the ktune CLI and the example"
-	@echo "make generate   expand the templates for ARCH=$(ARCH) and explain what was dropped"
-	@echo "make tune       build, then benchmark every variant on this GPU into the user database"
-	@echo "make test       generator, database, dispatch and API tests; GPU tests when a GPU is present"
-	@echo "make bench      ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
-	@echo "make clean      remove build/ and generated/"
+	@echo "make [all]        build generated kernels, libktune (.a, .so), the ktune CLI and the example"
+	@echo "make generate     expand the templates for ARCH=$(ARCH) and explain what was dropped"
+	@echo "make tune         build, then benchmark every variant on this GPU into the user database"
+	@echo "make test         generator, database, dispatch, API, CLI and install tests; GPU tests when a GPU is present"
+	@echo "make bench        ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
+	@echo "make install      copy the library, header, ktune.pc, CLI and kernel sources under PREFIX=$(PREFIX)"
+	@echo "                  (DESTDIR, BINDIR, LIBDIR, INCLUDEDIR, DATADIR, DOCDIR, PKGCONFIGDIR also apply)"
+	@echo "make uninstall    remove what make install copied (same variables)"
+	@echo "make deps         install the Debian packages that building needs (apt-get)"
+	@echo "make test-deps    install those that building and testing need"
+	@echo "make clean        remove build/ and generated/"
 	@echo "settings (make VAR=value ...):"
-	@echo "  ARCH=$(ARCH)      target architecture (default: the present GPU's)"
-	@echo "  ONLY='g1,g2'    only the variants these shell globs match (whole names; * ? [...]), plus the defaults"
-	@echo "  NO_PRUNE=1      also keep what the spaces' prune rules drop: the whole feasible space, for a new GPU"
-	@echo "  V=1             show the commands"
+	@echo "  ARCH=$(ARCH)        target architecture (default: the present GPU's, else sm_90)"
+	@echo "  ONLY='g1,g2'      only the variants these shell globs match (whole names; * ? [...]), plus the defaults"
+	@echo "  NO_PRUNE=1        also keep what the spaces' prune rules drop: the whole feasible space, for a new GPU"
+	@echo "  KTUNE_DB=FILE     the user database of make tune and make bench (default: ktune's own)"
+	@echo "  PREFIX=DIR        where make install puts things (now $(PREFIX))"
+	@echo "  V=1               show the commands"
 
-# ---- dependencies: apt-get when we may, else say the exact command ----------
-DEB_PKGS := lua5.4 lua-penlight lua-busted libcriterion-dev libsqlite3-dev pkg-config
+# ---- dependencies -----------------------------------------------------------
+check_nvcc = command -v $(NVCC) >/dev/null 2>&1 || { echo "$(NVCC_MISSING)" >&2; exit 1; }
+# Shell: install $missing with apt-get when root or allowed sudo, else say how.
+apt_install = if [ -z "$$missing" ]; then echo "ktune: the packages are installed"; \
+  elif [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+  elif sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+  else echo "ktune: run:  sudo apt-get install$$missing" >&2; exit 1; fi
+
+check-test-deps:
+	@$(call find_missing,$(TEST_PKGS)) [ -z "$$missing" ] || \
+	  { echo "ktune: testing needs$$missing.  Install with:  sudo apt-get install$$missing  (or: make test-deps)" >&2; exit 1; }
+
 deps:
-	@command -v $(NVCC) >/dev/null 2>&1 || { echo "ktune: nvcc not found at $(NVCC): install the CUDA toolkit or set CUDA_HOME" >&2; exit 1; }
-	@missing=""; \
-	command -v $(LUA) >/dev/null 2>&1 || missing="$$missing lua5.4"; \
-	$(LUA) -e 'require "pl.template"' >/dev/null 2>&1 || missing="$$missing lua-penlight"; \
-	command -v $(BUSTED) >/dev/null 2>&1 || missing="$$missing lua-busted"; \
-	pkg-config --exists criterion 2>/dev/null || missing="$$missing libcriterion-dev"; \
-	pkg-config --exists sqlite3 2>/dev/null || missing="$$missing libsqlite3-dev"; \
-	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
-	if [ -n "$$missing" ]; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	  elif sudo -n true 2>/dev/null; then sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
-	  else echo "ktune: missing packages; run:  sudo apt-get install$$missing" >&2; exit 1; fi; \
-	fi
+	@$(check_nvcc)
+	@$(call find_missing,$(BUILD_PKGS)) $(apt_install)
+
+test-deps:
+	@$(check_nvcc)
+	@$(call find_missing,$(BUILD_PKGS) $(TEST_PKGS)) $(apt_install)
 
 # ---- generation ------------------------------------------------------------
-generate: deps
+generate:
 	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain $(GEN_FLAGS)
 
-generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN) | deps
+generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN)
 	$(call say,GEN,generated/ for $(ARCH))
 	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet $(GEN_FLAGS)
 	@touch $@ # the generator leaves unchanged files alone; this one marks the run
 
 generated/registry.c generated/registry.h: | generated/variants.mk
+
+# The install paths that the build compiles in, one per line.  The file is
+# rewritten only when they change, so that what holds them is rebuilt then
+# (`make install PREFIX=/usr` after `make`), and only then.
+LIB_FROM_BIN := $(shell realpath -m --relative-to='$(BINDIR)' '$(LIBDIR)')
+CLI_RUNPATH := $$ORIGIN:$$ORIGIN/$(LIB_FROM_BIN):$(CUDA_HOME)/lib64
+build/paths: FORCE
+	@mkdir -p $(@D)
+	@printf '%s\n' 'PREFIX=$(PREFIX)' 'LIBDIR=$(LIBDIR)' 'INCLUDEDIR=$(INCLUDEDIR)' 'DATADIR=$(DATADIR)' \
+	  'RUNPATH=$(CLI_RUNPATH)' 'CUDA_HOME=$(CUDA_HOME)' > $@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
 
 # ---- compilation -------------------------------------------------------
 # nvcc's resource report (registers, shared memory, spills) is kept beside
@@ -134,27 +222,68 @@ build/obj/%.o: generated/%.cu runtime/kt_variant.h runtime/kt_launch.h
 $(KT_VARIANTS_matmul:%=build/obj/%.o): $(KT_INCLUDES_matmul)
 $(KT_VARIANTS_hist:%=build/obj/%.o): $(KT_INCLUDES_hist)
 
-build/obj/generated/registry.o: generated/registry.c generated/registry.h runtime/kt_variant.h
+# The registry is the one internal that libktune.so exports (build/libktune.map).
+$(REGISTRY_OBJ): generated/registry.c generated/registry.h runtime/kt_variant.h
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -c $< -o $@
 
 build/obj/%.o: %.c generated/registry.h
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -c $< -o $@
 
-build/libktune.a: $(RUNTIME_OBJS) $(VARIANT_OBJS)
+build/obj/runtime/results.o: build/paths # KT_SYSTEM_DB
+
+# ---- the library --------------------------------------------------------
+build/libktune.a: $(LIB_OBJS)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-build/libktune.so: $(RUNTIME_OBJS) $(VARIANT_OBJS)
-	$(call say,LD,$@)
-	$(Q)$(CC) -shared -o $@ $^ $(LIBS)
+# libktune.so exports the API (KT_API in ktune.h) and, for the ktune CLI
+# alone, the variant registry, under a version named for this release: a
+# CLI then runs only with the library it was built with.
+REGISTRY_SYMBOLS := kt_registry kt_registry_count kt_registry_generator_version kt_registry_target
+build/libktune.map: runtime/include/ktune.h Makefile
+	@mkdir -p $(@D)
+	$(Q)printf 'KTUNE_PRIVATE_%s {\n  global: %s\n};\n' $(VERSION) '$(addsuffix ;,$(REGISTRY_SYMBOLS))' > $@
 
-build/ktune: $(TUNER_OBJS) build/libktune.a
+# libktune.so.MAJOR.MINOR.PATCH, known to the loader by its SONAME
+# libktune.so.MAJOR, and to the linker (-lktune) by libktune.so.
+$(SHLIB): $(LIB_OBJS) build/libktune.map
 	$(call say,LD,$@)
-	$(Q)$(CC) -o $@ $(TUNER_OBJS) build/libktune.a $(LIBS)
+	$(Q)$(CC) -shared -Wl,-soname,libktune.so.$(MAJOR) -Wl,--version-script,build/libktune.map -Wl,-z,defs \
+	  -o $@ $(LIB_OBJS) $(LIB_LIBS)
+
+build/libktune.so.$(MAJOR): $(SHLIB)
+	$(Q)ln -sf $(notdir $<) $@
+
+build/libktune.so: build/libktune.so.$(MAJOR)
+	$(Q)ln -sf $(notdir $<) $@
+
+build/ktune.pc: runtime/ktune.pc.in build/paths runtime/include/ktune.h
+	$(call say,GEN,$@)
+	$(Q)sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(call under_prefix,$(LIBDIR))|' \
+	  -e 's|@INCLUDEDIR@|$(call under_prefix,$(INCLUDEDIR))|' -e 's|@CUDA_HOME@|$(CUDA_HOME)|' \
+	  -e 's|@VERSION@|$(VERSION)|' $< > $@
+# ${prefix}/lib for $(PREFIX)/lib, so that pkg-config may move the prefix.
+under_prefix = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+
+# ---- programs -----------------------------------------------------------
+# The CLI takes the kernels, nearly all of libktune's size, from
+# libktune.so, and the runtime's internals, which libktune.so does not
+# export, from an archive of the runtime's own objects (less the registry
+# and the kernels).  --exclude-libs keeps that copy's API functions out of
+# the CLI's exports, where they would stand in for the library's.  RUNPATH:
+# build/ here, LIBDIR once installed, and the CUDA runtime this build found.
+build/libktune_internal.a: $(RUNTIME_OBJS)
+	$(call say,AR,$@)
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+build/ktune: $(TUNER_OBJS) build/libktune_internal.a build/libktune.so build/paths
+	$(call say,LD,$@)
+	$(Q)$(CC) -o $@ $(TUNER_OBJS) build/libktune_internal.a build/libktune.so \
+	  -Wl,--exclude-libs,libktune_internal.a $(LIB_LIBS) -Wl,--enable-new-dtags -Wl,-rpath,'$(CLI_RUNPATH)'
 
 build/example: build/obj/examples/example.o build/libktune.a
 	$(call say,LD,$@)
@@ -162,7 +291,7 @@ build/example: build/obj/examples/example.o build/libktune.a
 
 # ---- tuning --------------------------------------------------------------
 # The variants compile in parallel even from a plain `make tune`.
-tune: deps
+tune:
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all
 	$(Q)./build/ktune tune $(DB_ARG) $(TUNE_ARGS)
 
@@ -174,17 +303,19 @@ build/system.db: $(SHIPPED_RESULTS) build/ktune
 	$(Q)rm -f $@.tmp && ./build/ktune import --db $@.tmp $(SHIPPED_RESULTS) >/dev/null && mv $@.tmp $@
 
 # ---- tests ---------------------------------------------------------------
-build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a
+build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a | check-test-deps
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -Ituner -o $@ $< $(TOOL_OBJS) build/libktune.a \
 	  $(CRITERION_LIBS) $(LIBS)
 
-test: deps all $(C_TESTS) build/sm80.log
+test: check-test-deps all $(C_TESTS) build/sm80.log
 	$(Q)tests/run.sh $(BUSTED) build/sm80.log $(C_TESTS)
 
 test-lua:
 	$(Q)$(BUSTED) --lpath='./?.lua' --pattern=_spec tests/
+
+check: test
 
 # Every variant that the sm_80 target keeps must compile for sm_80 too.
 build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h runtime/kt_launch.h
@@ -209,11 +340,45 @@ bench: all $(TOOL_OBJS) $(BENCH_BINS)
 	$(Q)./build/bench_matmul_random $(DB_ARG) --out bench/results
 	$(Q)./build/bench_hist $(DB_ARG) --out bench/results
 
+# ---- installing ----------------------------------------------------------
+# Under $(DATADIR)/ktune: the kernels' sources, for reading what `ktune
+# explain` names (those of this build only: an earlier install's go), and
+# build/system.db when there is one (the shipped results, the system
+# layer).  Outside a stage, ldconfig (when it may) tells the loader about
+# the new library.
+KT_SHARE := $(DATADIR)/ktune
 install: all
-	install -d $(PREFIX)/lib $(PREFIX)/include $(PREFIX)/bin
-	install -m 644 build/libktune.a build/libktune.so $(PREFIX)/lib
-	install -m 644 runtime/include/ktune.h $(PREFIX)/include
-	install -m 755 build/ktune $(PREFIX)/bin
+	$(call say,INSTALL,$(DESTDIR)$(PREFIX))
+	$(Q)rm -rf '$(DESTDIR)$(KT_SHARE)/generated'
+	$(Q)install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(INCLUDEDIR)' \
+	  '$(DESTDIR)$(DOCDIR)' $(FAMILIES:%='$(DESTDIR)$(KT_SHARE)/generated/%')
+	$(Q)install -m 644 runtime/include/ktune.h '$(DESTDIR)$(INCLUDEDIR)/'
+	$(Q)install -m 644 build/libktune.a '$(DESTDIR)$(LIBDIR)/'
+	$(Q)install -m 755 $(SHLIB) '$(DESTDIR)$(LIBDIR)/'
+	$(Q)ln -sf libktune.so.$(VERSION) '$(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR)'
+	$(Q)ln -sf libktune.so.$(MAJOR) '$(DESTDIR)$(LIBDIR)/libktune.so'
+	$(Q)install -m 644 build/ktune.pc '$(DESTDIR)$(PKGCONFIGDIR)/'
+	$(Q)install -m 755 build/ktune '$(DESTDIR)$(BINDIR)/'
+	$(Q)install -m 644 LICENSE '$(DESTDIR)$(DOCDIR)/'
+	$(Q)$(foreach f,$(FAMILIES),install -m 644 $(filter generated/$(f)/%,$(VARIANTS:%=generated/%.cu)) \
+	  '$(DESTDIR)$(KT_SHARE)/generated/$(f)/' &&) true
+	$(Q)if [ -f build/system.db ]; then install -m 644 build/system.db '$(DESTDIR)$(KT_SHARE)/system.db'; fi
+	$(Q)[ -n '$(DESTDIR)' ] || $(LDCONFIG) 2>/dev/null || true
+
+# Removes every file that install may have copied, and ktune's own folders;
+# leaves the shared ones (bin, lib, lib/pkgconfig, include, share,
+# share/doc): other packages use them, and /usr/local's come with the
+# system (automake's uninstall does the same).  A file put in
+# $(DATADIR)/ktune by hand stays, and so does that folder.
+uninstall:
+	$(call say,RM,$(DESTDIR)$(PREFIX))
+	$(Q)rm -f '$(DESTDIR)$(BINDIR)/ktune' '$(DESTDIR)$(INCLUDEDIR)/ktune.h' '$(DESTDIR)$(LIBDIR)/libktune.a' \
+	  '$(DESTDIR)$(LIBDIR)/libktune.so' '$(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR)' \
+	  '$(DESTDIR)$(LIBDIR)/libktune.so.$(VERSION)' '$(DESTDIR)$(PKGCONFIGDIR)/ktune.pc' '$(DESTDIR)$(DOCDIR)/LICENSE' \
+	  '$(DESTDIR)$(KT_SHARE)/system.db'
+	$(Q)rm -rf '$(DESTDIR)$(KT_SHARE)/generated'
+	$(Q)rmdir '$(DESTDIR)$(KT_SHARE)' '$(DESTDIR)$(DOCDIR)' 2>/dev/null || true
+	$(Q)[ -n '$(DESTDIR)' ] || $(LDCONFIG) 2>/dev/null || true
 
 clean:
 	rm -rf build generated

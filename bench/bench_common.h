@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/bench_common.h: what bench_matmul and bench_hist share.
  *
  * Benchmarks are tools, so unlike the library they may print and exit: the

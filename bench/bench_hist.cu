@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/bench_hist.cu: ktune's histogram against CUB, global atomics and the
  * seed kernel, with the device's read bandwidth as the roofline.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/bench_matmul.cu: ktune's matmul against cuBLAS and the seed kernel.
  *
  *   make build/bench_matmul

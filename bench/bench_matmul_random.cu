@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/bench_matmul_random.cu: matmul on shapes nobody tuned, against
  * cuBLAS and against ktune's own best variant there.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench/matmul_check.cuh: random fp32 inputs and the check of a matmul
  * result against cuBLAS's, shared by the matmul benches.  Included by one
  * .cu each (static functions). */

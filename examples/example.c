@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* examples/example.c: link libktune and call both families through dispatch.
  *
  *   make && ./build/example

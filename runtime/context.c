@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/context.c: contexts (kt_open, kt_close) and what the family
  * modules' API functions share: the open-context check, the device pointer
  * check, the tuned problems of a family, and launching.
@@ -15,7 +16,6 @@
 #include <cuda_runtime_api.h>
 
 #include "kt_internal.h"
-#include "registry.h"
 
 struct kt_context {
   kt_device_info dev;
@@ -142,13 +142,6 @@ __attribute__((format(printf, 2, 3))) static void open_error(const kt_options *o
     fprintf(stderr, "%s\n", m);
 }
 
-static int target_cc(void)
-{
-  int cc = 0;
-  sscanf(kt_registry_target, "sm_%d", &cc);
-  return cc;
-}
-
 static void release_states(kt_context *c)
 {
   for (int f = 0; f < kt_family_count && f < KT_MAX_FAMILIES; ++f)
@@ -209,10 +202,9 @@ int kt_open(kt_context **out, const kt_options *opts)
     open_error(opts, "ktune: %s", err);
     return rc;
   }
-  if (dev.cc < target_cc()) {
-    open_error(opts, "ktune: %s is sm_%d, but this build's kernels are for %s: rebuild ktune for it", dev.name, dev.cc,
-               kt_registry_target);
-    return KT_ERR_UNSUPPORTED_DEVICE;
+  if ((rc = kt_device_supported(&dev, err, sizeof err)) != KT_OK) {
+    open_error(opts, "ktune: %s", err);
+    return rc;
   }
   rc = finish_open(out, &dev, 0, opts);
   if (rc == KT_OK)

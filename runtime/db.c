@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/db.c: the SQLite tuning database.
  *
  * One file holds every measurement ever taken (with its status) and, per

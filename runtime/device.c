@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/device.c: the GPU's properties and its fingerprint. */
 #include <pthread.h>
 #include <stdint.h>
@@ -7,6 +8,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kt_internal.h"
+#include "registry.h"
 
 void kt_device_fingerprint(kt_device_info *d)
 {
@@ -69,6 +71,17 @@ int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
   cudaGetLastError();
   kt_device_fingerprint(out);
   return KT_OK;
+}
+
+int kt_device_supported(const kt_device_info *d, char *err, size_t errlen)
+{
+  int target = 0;
+  sscanf(kt_registry_target, "sm_%d", &target);
+  if (d->cc >= target)
+    return KT_OK;
+  snprintf(err, errlen, "%s is sm_%d, but this build's kernels are for %s and newer: build ktune with ARCH=sm_%d",
+           d->name, d->cc, kt_registry_target, d->cc);
+  return KT_ERR_UNSUPPORTED_DEVICE;
 }
 
 /* Kernels that need scratch (split-K's partial tiles) allocate and free it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/dispatch.c: which variant serves a call, for any family.
  *
  * A family's module (matmul.c, hist.c) picks the tuned problem nearest the

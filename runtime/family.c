@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/family.c: the table of kernel families.
  *
  * Everything the shared modules know about a family comes through its

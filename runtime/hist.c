@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/hist.c: the histogram family in the runtime: kt_histogram and
  * kt_histogram_choice, their argument checks, which variants can serve a
  * call (shared memory for the bins), the problem key and the selection

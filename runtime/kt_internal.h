@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/kt_internal.h: what the runtime's modules share; not installed.
  *
  * Modules, one prefix each: device.c (kt_device_), family.c (kt_family_,
@@ -6,7 +7,9 @@
  * status.c; and one module per family holding its API functions and
  * everything else the runtime knows of it: matmul.c (kt_matmul_), hist.c
  * (kt_hist_, kt_histogram).
- * The tuner CLI and the tests link libktune.a and use these too.
+ * The tests link libktune.a and use these too; so does the ktune CLI,
+ * from build/libktune_internal.a, its kernels and registry coming from
+ * libktune.so (see the Makefile).
  */
 #ifndef KT_INTERNAL_H
 #define KT_INTERNAL_H
@@ -43,6 +46,10 @@ typedef struct kt_device_info {
 /* Query a device (-1 = the current one).  KT_ERR_NO_DEVICE without a GPU or
  * driver; err gets the CUDA message. */
 KT_INTERNAL int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen);
+
+/* KT_OK when this build's kernels run on d, else KT_ERR_UNSUPPORTED_DEVICE
+ * with the device and the build's target in err. */
+KT_INTERNAL int kt_device_supported(const kt_device_info *d, char *err, size_t errlen);
 
 /* Fill d->fingerprint from name, compute capability, SM count and memory. */
 KT_INTERNAL void kt_device_fingerprint(kt_device_info *d);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/kt_launch.h: what the generated launchers share.
  *
  * Included by the generated .cu files only; not part of the library's API.

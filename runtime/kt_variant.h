@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/kt_variant.h: the contract between generated kernels and the runtime.
  *
  * Every generated .cu exports one launcher, kt_launch_<name>, with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/matmul.c: the matmul family in the runtime: kt_matmul and
  * kt_matmul_choice, their argument checks, which variants can serve a call,
  * the problem key and the selection rule.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/results.c: where tuned results live, and loading them in layers.
  *
  * Two layers, the first that has a problem wins it:

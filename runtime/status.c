@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* runtime/status.c: status messages, from the table in ktune.h. */
 #include "ktune.h"
 

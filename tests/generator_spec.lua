@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- tests/generator_spec.lua: the generator (generator/*.lua) checked against
 -- the spaces and templates it ships with (templates/*).
 --

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/gpu_test.h: what the GPU tests share.  Without a GPU (CI), every GPU
  * test is skipped with a visible message rather than passed silently. */
 #ifndef KT_GPU_TEST_H

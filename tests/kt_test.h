@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/kt_test.h: helpers the C tests share (temp directories, a described
  * device, registry look-ups by property, measurements and raw SQL).  No GPU
  * is needed for anything here.  Static inline, so each test uses what it needs. */

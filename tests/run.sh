@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # tests/run.sh: run every test suite, show its output, and close with one
 # line of totals ("tests: N passed, N failed, N skipped").  Called by
 # `make test` once everything is built; exits non-zero if anything failed.
 #   tests/run.sh BUSTED SM80_LOG C_TEST...
+# Suites: the generator's busted specs, the sm_80 compile check, the C
+# tests (Criterion), and the shell tests tests/*_test.sh (TAP).
 set -u
 busted=$1 sm80_log=$2
 shift 2
@@ -59,6 +62,23 @@ for t in "${c_tests[@]}"; do
   crash=$(echo "$syn" | sed -nE 's/.*Crashing: ([0-9]+).*/\1/p')
   passed=$((passed + pass)) failed=$((failed + fail + crash)) skipped=$((skipped + running - tested))
   [ "$rc" -eq 0 ] || [ $((fail + crash)) -gt 0 ] || failed=$((failed + 1))
+done
+
+# Shell: TAP, "ok N - what" or "not ok N - what", a skip being
+# "ok N - what # SKIP why".
+for t in tests/*_test.sh; do
+  echo "== $t"
+  out=$("$t" 2>&1)
+  rc=$?
+  echo "$out"
+  skip=$(grep -cE '^ok [0-9]+ .*# SKIP' <<<"$out")
+  pass=$(($(grep -cE '^ok [0-9]+' <<<"$out") - skip))
+  fail=$(grep -cE '^not ok [0-9]+' <<<"$out")
+  passed=$((passed + pass)) failed=$((failed + fail)) skipped=$((skipped + skip))
+  if [ $((pass + fail + skip)) -eq 0 ] || { [ "$rc" -ne 0 ] && [ "$fail" -eq 0 ]; }; then
+    echo "tests/run.sh: $t exited $rc"
+    failed=$((failed + 1))
+  fi
 done
 
 echo

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_api.c: the public API's argument checks (runtime/context.c,
  * runtime/status.c) on a described device: no GPU needed, nothing launched.
  *
@@ -319,4 +320,14 @@ Test(api, unknown_status_has_a_message)
     cr_assert_neq(m[0], '\0', "code %d", unknown[i]);
     cr_assert_str_neq(m, kt_strerror(KT_OK), "code %d reads as success", unknown[i]);
   }
+}
+
+/* ---- version ------------------------------------------------------------ */
+
+Test(api, version_is_the_headers_three_numbers)
+{
+  char want[32];
+  snprintf(want, sizeof want, "%d.%d.%d", KT_VERSION_MAJOR, KT_VERSION_MINOR, KT_VERSION_PATCH);
+  cr_expect_str_eq(KT_VERSION_STRING, want);
+  cr_expect_str_eq(kt_version(), KT_VERSION_STRING);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_db.c: the tuning database (runtime/db.c), no GPU needed.
  *
  *   make build/tests/test_db && build/tests/test_db --jobs=1

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_db_export.c: the database's text form (kt_db_export and
  * kt_db_import in runtime/db.c), on described devices: no GPU.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_dispatch.c: which variant serves a call (runtime/dispatch.c and
  * the choosing half of runtime/context.c), on described devices: no GPU.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_hist_gpu.c: every histogram variant, and kt_histogram through
  * dispatch, count exactly what the CPU counts: out-of-range samples, any n,
  * misaligned sample pointers, all samples in one bin. */

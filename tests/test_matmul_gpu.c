@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_matmul_gpu.c: every matmul variant, and kt_matmul through
  * dispatch, against a double-precision reference (tuner/matmul.h states the
  * bound) on fresh random shapes that are not tile multiples. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_results.c: where tuned results live and how the layers stack
  * (runtime/results.c), on described devices: no GPU.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_results_cli.c: `ktune show`, `ktune export` and `ktune import`
  * (tuner/results.c), run as the program, build/ktune, on files tuned for
  * described devices: no GPU needed.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_shipped.c: the shipped results (the *.json files of
  * tuning-db/shipped/, the system layer's source) are sound: each imports,
  * alone, into a fresh database.  No GPU needed.  It prints how many of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_tune.c: `ktune tune` without a GPU: its arguments and its
  * choice of GPUs (tune.c), the table of the tuner's families (family.c),
  * what each family's file (matmul.c, hist.c) reads from its options and
@@ -98,8 +99,35 @@ Test(tune_options, an_unknown_family_option_or_missing_value_is_an_error)
   cr_expect_eq(parse(&o, "--family", "bogus", NULL, NULL), 2);
   cr_expect_eq(parse(&o, "--bogus", "1", NULL, NULL), 2);
   cr_expect_eq(parse(&o, "--matmul", NULL, NULL, NULL), 2);
-  cr_expect_eq(parse(&o, "--help", NULL, NULL, NULL), 2);
   cr_expect_eq(parse(&o, "--timeout", "0", NULL, NULL), 2);
+  cr_expect_eq(parse(&o, "--timeout", "1s", NULL, NULL), 2);
+  cr_expect_eq(parse(&o, "--seed", "-1", NULL, NULL), 2);
+  cr_expect_eq(parse(&o, "--seed", "x", NULL, NULL), 2);
+  cr_expect_eq(parse(&o, "matmul", NULL, NULL, NULL), 2);
+}
+
+Test(tune_options, help_and_json_take_no_value)
+{
+  kt_tune_opts o;
+  cr_assert_eq(parse(&o, "--json", NULL, NULL, NULL), 0);
+  cr_expect(o.json);
+  cr_expect_not(o.help);
+  cr_assert_eq(parse(&o, "--json", "--help", NULL, NULL), 0);
+  cr_expect(o.help);
+  cr_assert_eq(parse(&o, "-h", NULL, NULL, NULL), 0);
+  cr_expect(o.help);
+  cr_expect_not(o.json);
+}
+
+Test(tune_options, variants_patterns_must_each_match_a_variant_to_tune)
+{
+  kt_tune_opts o;
+  cr_expect_eq(parse(&o, "--variants", "matmul_*", NULL, NULL), 0);
+  cr_expect_eq(parse(&o, "--variants", "matmul_*,hist_*", NULL, NULL), 0);
+  cr_expect_eq(parse(&o, "--variants", "matmul_*,no_such_variant", NULL, NULL), 2);
+  cr_expect_eq(parse(&o, "--variants", "", NULL, NULL), 2);
+  cr_expect_eq(parse(&o, "--variants", "matmul_*", "--family", "hist"), 2);
+  cr_expect_eq(parse(&o, "--variants", "hist_*", "--family", "histogram"), 0);
 }
 
 Test(tune_options, a_family_option_goes_to_its_family)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_workers.c: the tuner's worker runner (tuner/workers.c) against
  * fake workers, shell scripts that speak the worker protocol and then
  * crash, hang, fail or exit early.  No GPU is needed: the point is that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/family.c: the table of the tuner's families (kt_tune_family_).
  * Each entry is defined in its family's file; a runtime family without an
  * entry here cannot be tuned. */

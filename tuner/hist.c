@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/hist.c: what the tuner knows about the histogram family
  * (kt_tune_hist_): its inputs, exact CPU reference and check (hist.h), its
  * default tuning problems and how `--hist`, `--hist-n` and `--dists` list
@@ -308,11 +309,36 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   r->m.reps = reps;
 }
 
+/* ---- `ktune explain` -------------------------------------------------------- */
+
+static int explain_problem(char *const *args, int nargs, kt_problem *p, char *err, size_t errlen)
+{
+  memset(p, 0, sizeof *p);
+  p->family = KT_FAMILY_HIST;
+  p->nsamples = atoll(DEFAULT_N);
+  if (nargs < 1 || nargs > 2 || kt_cli_integer(args[0], 1, INT_MAX, &p->nbins) != 0 ||
+      (nargs == 2 && kt_cli_integer(args[1], 0, 0xffffffffll, &p->nsamples) != 0)) {
+    snprintf(err, errlen, "hist takes NBINS (1..%d) and optionally N (0..4294967295, default %s)", INT_MAX, DEFAULT_N);
+    return -1;
+  }
+  return 0;
+}
+
+static int explain(kt_context *ctx, const kt_problem *p, kt_choice *out)
+{
+  /* Aligned stand-in pointers: the choice looks only at their alignment. */
+  const void *x = (const void *)(uintptr_t)0x100000;
+  return kt_histogram_choice(ctx, x, (uint64_t)p->nsamples, x, p->nbins, out);
+}
+
 const kt_tune_family kt_tune_hist = {
     .id = KT_FAMILY_HIST,
-    .options = {{"--hist", "NBINS[:N],...", DEFAULT_BINS},
-                {"--hist-n", "N", DEFAULT_N},
-                {"--dists", "uniform,skewed", DEFAULT_DISTS}},
+    .options = {{"--hist", "NBINS[:N],...", DEFAULT_BINS,
+                 "the bin counts to tune, each with N samples (else --hist-n)"},
+                {"--hist-n", "N", DEFAULT_N, "the samples of a --hist bin count that gives no N"},
+                {"--dists", "LIST", DEFAULT_DISTS,
+                 "the sample distributions (uniform, skewed); rankings use the "
+                 "geomean over them"}},
     .problems = problems,
     .report_header = report_header,
     .report_row = report_row,
@@ -320,4 +346,7 @@ const kt_tune_family kt_tune_hist = {
     .unfit = unfit,
     .measure = measure,
     .teardown = teardown,
+    .explain_args = "NBINS [N]",
+    .explain_problem = explain_problem,
+    .explain = explain,
 };

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/hist.h: the tuner's histogram family (hist.c, kt_tune_hist_), as
  * the tuner's worker, the GPU tests and the benchmarks use it.
  *

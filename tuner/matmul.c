@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/matmul.c: what the tuner knows about the matmul family
  * (kt_tune_matmul_): its check against a double-precision reference
  * (matmul.h), its default tuning shapes and how `--matmul` lists them, its
@@ -302,9 +303,32 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   r->m.reps = reps;
 }
 
+/* ---- `ktune explain` -------------------------------------------------------- */
+
+static int explain_problem(char *const *args, int nargs, kt_problem *p, char *err, size_t errlen)
+{
+  memset(p, 0, sizeof *p);
+  p->family = KT_FAMILY_MATMUL;
+  for (int d = 0; d < 3 && nargs == 3; ++d)
+    if (kt_cli_integer(args[d], 1, INT_MAX, &p->dim[d]) != 0)
+      nargs = -1;
+  if (nargs != 3) {
+    snprintf(err, errlen, "matmul takes M N K, each 1..%d", INT_MAX);
+    return -1;
+  }
+  return 0;
+}
+
+static int explain(kt_context *ctx, const kt_problem *p, kt_choice *out)
+{
+  /* Aligned stand-in pointers: the choice looks only at their alignment. */
+  const float *x = (const float *)(uintptr_t)0x100000;
+  return kt_matmul_choice(ctx, p->m, p->n, p->k, x, p->k, x, p->n, x, p->n, out);
+}
+
 const kt_tune_family kt_tune_matmul = {
     .id = KT_FAMILY_MATMUL,
-    .options = {{"--matmul", "MxNxK,...", DEFAULT_SHAPES}},
+    .options = {{"--matmul", "MxNxK,...", DEFAULT_SHAPES, "the matmul shapes to tune"}},
     .problems = problems,
     .report_header = report_header,
     .report_row = report_row,
@@ -312,4 +336,7 @@ const kt_tune_family kt_tune_matmul = {
     .unfit = unfit,
     .measure = measure,
     .teardown = teardown,
+    .explain_args = "M N K",
+    .explain_problem = explain_problem,
+    .explain = explain,
 };

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/matmul.h: the tuner's matmul family (matmul.c, kt_tune_matmul_),
  * as the tuner's worker, the GPU tests and the benchmarks use it.
  *

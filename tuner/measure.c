@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/measure.c: checking and timing helpers for any family (see measure.h). */
 #include <math.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/measure.h: what checking and timing a variant need whatever its
  * family, shared by the tuner's worker, the GPU tests and the benchmarks
  * (kt_measure_ prefix; the kt_rng_ generator is inline here).  Each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/result.c: one variant's outcome on one problem (kt_tune_result), as
  * a worker reports it, the runner collects it and the database records it. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/results.c: `ktune show`, `ktune export` and `ktune import`: reading
  * tuning databases, and moving results between them as text
  * (kt_results_cli_).
@@ -9,7 +10,9 @@
  * None of them needs a GPU.  With one, a command that names no device
  * means this GPU; without one, show shows every device and export asks
  * which.  The database work (the JSON text form included) is db.c's; this
- * file reads arguments, opens files and prints.
+ * file reads arguments, opens files and prints.  The conventions are the
+ * CLI's (cli.c): --help on stdout and exit 0, bad arguments exit 2 with a
+ * message (kt_cli_usage_error), checked before any GPU or file is touched.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -32,17 +35,21 @@ typedef struct args {
 } args;
 
 /* argv[2]... into a: 0, or 2 (bad arguments) after a message on stderr.
- * `takes_files`: free arguments are files (import), else an error. */
+ * `takes_files`: free arguments are files (import), else an error.  A
+ * --help anywhere wins over the other arguments. */
 static int parse(int argc, char **argv, int takes_files, args *a)
 {
   memset(a, 0, sizeof *a);
   const int max_files = (int)(sizeof a->files / sizeof a->files[0]);
-  for (int i = 2; i < argc; ++i) {
-    const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    const char **value = !strcmp(s, "--db") ? &a->db : !strcmp(s, "--device") && !takes_files ? &a->device : NULL;
-    if (!strcmp(s, "--help") || !strcmp(s, "-h"))
+  for (int i = 2; i < argc; ++i)
+    if (kt_cli_is_help(argv[i])) {
       a->help = 1;
-    else if (!strcmp(s, "--json") && !takes_files)
+      return 0;
+    }
+  for (int i = 2; i < argc; ++i) {
+    const char *s = argv[i], *v = i + 1 < argc && argv[i + 1][0] ? argv[i + 1] : NULL;
+    const char **value = !strcmp(s, "--db") ? &a->db : !strcmp(s, "--device") && !takes_files ? &a->device : NULL;
+    if (!strcmp(s, "--json") && !takes_files)
       a->json = 1;
     else if (!strcmp(s, "--all") && !takes_files)
       a->all = 1;
@@ -50,19 +57,19 @@ static int parse(int argc, char **argv, int takes_files, args *a)
       *value = v;
       ++i;
     } else if (value) {
-      fprintf(stderr, "ktune %s: %s needs a value\n", argv[1], s);
-      return 2;
-    } else if (takes_files && s[0] != '-' && a->nfiles < max_files) {
-      a->files[a->nfiles++] = s;
+      return kt_cli_usage_error(argv[1], "%s needs a %s", s, value == &a->db ? "path" : "fingerprint");
+    } else if (s[0] == '-') {
+      return kt_cli_usage_error(argv[1], "unknown option '%s'", s);
+    } else if (!takes_files) {
+      return kt_cli_usage_error(argv[1], "unknown argument '%s'", s);
+    } else if (a->nfiles == max_files) {
+      return kt_cli_usage_error(argv[1], "too many files (%d at most), at '%s'", max_files, s);
     } else {
-      fprintf(stderr, "ktune %s: %s '%s'\n", argv[1], s[0] == '-' ? "unknown option" : "too many files, at", s);
-      return 2;
+      a->files[a->nfiles++] = s;
     }
   }
-  if (a->all && a->device) {
-    fprintf(stderr, "ktune %s: --device and --all exclude each other\n", argv[1]);
-    return 2;
-  }
+  if (a->all && a->device)
+    return kt_cli_usage_error(argv[1], "--device and --all exclude each other");
   return 0;
 }
 
@@ -70,11 +77,10 @@ static int parse(int argc, char **argv, int takes_files, args *a)
 static int db_path(const char *cmd, const args *a, char *buf, size_t len)
 {
   if (a->db)
-    return snprintf(buf, len, "%s", a->db) < (int)len ? 0 : 2;
+    return snprintf(buf, len, "%s", a->db) < (int)len ? 0 : kt_cli_usage_error(cmd, "--db: the path is too long");
   if (kt_results_user_path(buf, len) == KT_OK)
     return 0;
-  fprintf(stderr, "ktune %s: no home folder for the user database: set KTUNE_DB or pass --db\n", cmd);
-  return 2;
+  return kt_cli_usage_error(cmd, "no home folder for the user database: set KTUNE_DB or pass --db");
 }
 
 /* This GPU, if there is one: 1 with dev filled, else 0. */
@@ -84,32 +90,34 @@ static int present_gpu(kt_device_info *dev)
   return kt_device_query(-1, dev, err, sizeof err) == KT_OK;
 }
 
-/* s as a JSON string. */
-static void json_string(const char *s)
+/* The user database's default path, for help texts. */
+static const char *default_db(void)
 {
-  putchar('"');
-  for (const unsigned char *p = (const unsigned char *)s; *p; ++p) {
-    if (*p == '"' || *p == '\\')
-      printf("\\%c", *p);
-    else if (*p < 0x20)
-      printf("\\u%04x", *p);
-    else
-      putchar(*p);
-  }
-  putchar('"');
+  static char path[1024];
+  if (kt_results_user_path(path, sizeof path) != KT_OK)
+    snprintf(path, sizeof path, "(none: no home folder; set KTUNE_DB)");
+  return path;
 }
 
 /* ---- show ----------------------------------------------------------------- */
 
-static void show_usage(FILE *f)
+static void show_usage(void)
 {
-  fprintf(f, "usage: ktune show [--db PATH] [--device FINGERPRINT | --all] [--json]\n"
-             "  Per device in a tuning database: its measurements (current, and stale: from other sources or\n"
-             "  generator versions, never dispatched), its ranked problems and their winners.\n"
-             "  --db PATH     that file (default: the user database, then the system layer)\n"
-             "  --device FP   that device only (default: this GPU; without a GPU, every device)\n"
-             "  --all         every device\n"
-             "  --json        as JSON\n");
+  printf("usage: ktune show [--db PATH] [--device FINGERPRINT | --all] [--json]\n"
+         "\n"
+         "Per device in a tuning database: its measurements (current, and stale: from other sources or\n"
+         "generator versions, never dispatched), its ranked problems and their winners.  No GPU needed.\n"
+         "\n"
+         "  --db PATH       that file; default: the user database ($KTUNE_DB, else\n"
+         "                  %s), then the system layer (the shipped results)\n"
+         "  --device FP     that device only (a fingerprint, as show --all prints them);\n"
+         "                  default: this GPU, or without a GPU every device\n"
+         "  --all           every device; default: off\n"
+         "  --json          one JSON object instead of the text: generator_version, and files:\n"
+         "                  [{layer, path, status, devices: [{fingerprint, name, measurements, current,\n"
+         "                  stale, ranked_problems, winners: [{family, problem, variant, time_ms}]}]}]\n"
+         "  -h, --help      print this help and exit\n",
+         default_db());
 }
 
 /* One device of a file, as text or as a JSON object. */
@@ -122,23 +130,23 @@ static void show_device(const args *a, kt_db *db, const kt_db_device *d, const c
     n = 0;
   if (a->json) {
     printf("%s\n    {\"fingerprint\": ", first ? "" : ",");
-    json_string(d->fingerprint);
+    kt_cli_json_string(stdout, d->fingerprint);
     printf(", \"name\": ");
-    json_string(d->name);
+    kt_cli_json_string(stdout, d->name);
     printf(", \"cc\": %d, \"sm_count\": %d, \"mem_bytes\": %llu, \"measurements\": %lld, \"current\": %lld, "
            "\"stale\": %lld, \"ranked_problems\": %d,",
            d->cc, d->sm_count, d->mem_bytes, d->measurements, d->current, d->stale, n);
     if (note) {
       printf(" \"note\": ");
-      json_string(note);
+      kt_cli_json_string(stdout, note);
       printf(",");
     }
     printf("\n     \"winners\": [");
     for (int i = 0; i < n; ++i) {
       printf("%s\n      {\"family\": \"%s\", \"problem\": ", i ? "," : "", kt_family_name(t[i].problem.family));
-      json_string(t[i].key);
+      kt_cli_json_string(stdout, t[i].key);
       printf(", \"variant\": ");
-      json_string(t[i].ranked[0]->name);
+      kt_cli_json_string(stdout, t[i].ranked[0]->name);
       printf(", \"time_ms\": %.6g}", t[i].best_ms);
     }
     printf("]}");
@@ -172,12 +180,12 @@ static int show_file(const args *a, const char *layer, const char *path, int mis
     status = kt_strerror(rc);
   if (a->json) {
     printf("%s\n  {\"layer\": \"%s\", \"path\": ", first ? "" : ",", layer);
-    json_string(path ? path : "");
+    kt_cli_json_string(stdout, path ? path : "");
     printf(", \"status\": ");
-    json_string(status);
+    kt_cli_json_string(stdout, status);
     if (rc != KT_OK && err[0]) {
       printf(", \"error\": ");
-      json_string(err);
+      kt_cli_json_string(stdout, err);
     }
     printf(", \"devices\": [");
   } else if (rc == KT_OK) {
@@ -217,9 +225,11 @@ int kt_results_cli_show(int argc, char **argv)
 {
   args a;
   int rc = parse(argc, argv, 0, &a);
-  if (rc != 0 || a.help) {
-    show_usage(rc ? stderr : stdout);
+  if (rc != 0)
     return rc;
+  if (a.help) {
+    show_usage();
+    return 0;
   }
   char user[1024], sys[1024];
   const int have_user = db_path("show", &a, user, sizeof user) == 0;
@@ -242,24 +252,31 @@ int kt_results_cli_show(int argc, char **argv)
 
 /* ---- export --------------------------------------------------------------- */
 
-static void export_usage(FILE *f)
+static void export_usage(void)
 {
-  fprintf(f, "usage: ktune export [--db PATH] [--device FINGERPRINT | --all] [--json]\n"
-             "  Write a device's results (devices, measurements, rankings, sources) to stdout as JSON, one\n"
-             "  row per line, in a stable order: for ktune import, and for shipping in tuning-db/shipped/.\n"
-             "  --db PATH     read that file (default: the user database)\n"
-             "  --device FP   that device (default: this GPU; ktune show --all lists them)\n"
-             "  --all         every device in the file\n"
-             "  --json        accepted: the output is always JSON\n");
+  printf("usage: ktune export [--db PATH] [--device FINGERPRINT | --all] [--json]\n"
+         "\n"
+         "Write a device's results (devices, measurements, rankings, sources) to stdout as JSON, one\n"
+         "row per line, in a stable order: for ktune import, and for shipping in tuning-db/shipped/.\n"
+         "\n"
+         "  --db PATH       read that file; default: the user database ($KTUNE_DB, else\n"
+         "                  %s)\n"
+         "  --device FP     that device; default: this GPU (ktune show --all lists them)\n"
+         "  --all           every device in the file; default: off\n"
+         "  --json          accepted: the output is always JSON\n"
+         "  -h, --help      print this help and exit\n",
+         default_db());
 }
 
 int kt_results_cli_export(int argc, char **argv)
 {
   args a;
   int rc = parse(argc, argv, 0, &a);
-  if (rc != 0 || a.help) {
-    export_usage(rc ? stderr : stdout);
+  if (rc != 0)
     return rc;
+  if (a.help) {
+    export_usage();
+    return 0;
   }
   char path[1024], err[1024];
   if (db_path("export", &a, path, sizeof path) != 0)
@@ -267,11 +284,9 @@ int kt_results_cli_export(int argc, char **argv)
   kt_device_info gpu;
   const char *device = a.all ? NULL : a.device;
   if (!a.all && !a.device) {
-    if (!present_gpu(&gpu)) {
-      fprintf(stderr, "ktune export: no GPU here: name a device with --device FINGERPRINT or take all with --all "
-                      "(ktune show --all lists them)\n");
-      return 2;
-    }
+    if (!present_gpu(&gpu))
+      return kt_cli_usage_error("export", "no GPU here: name a device with --device FINGERPRINT or take all with "
+                                          "--all (ktune show --all lists them)");
     device = gpu.fingerprint;
   }
   kt_db *db = NULL;
@@ -301,13 +316,19 @@ int kt_results_cli_export(int argc, char **argv)
 
 /* ---- import --------------------------------------------------------------- */
 
-static void import_usage(FILE *f)
+static void import_usage(void)
 {
-  fprintf(f, "usage: ktune import FILE... [--db PATH]\n"
-             "  Merge exports (ktune export) into a tuning database, all files or none, and rank their\n"
-             "  problems again.  Measurements it holds already are not added twice.  A file that is not a\n"
-             "  ktune export, is of a newer format or is damaged is refused, and nothing is written.\n"
-             "  --db PATH     that file (default: the user database)\n");
+  printf("usage: ktune import FILE... [--db PATH]\n"
+         "\n"
+         "Merge exports (ktune export) into a tuning database, all files or none, and rank their\n"
+         "problems again.  Measurements it holds already are not added twice.  A file that is not a\n"
+         "ktune export, is of a newer format or is damaged is refused, and nothing is written.\n"
+         "\n"
+         "  FILE...         the exports to merge, one at least\n"
+         "  --db PATH       that file, made when missing; default: the user database ($KTUNE_DB,\n"
+         "                  else %s)\n"
+         "  -h, --help      print this help and exit\n",
+         default_db());
 }
 
 /* The whole file, NUL-terminated; NULL with a message in err. */
@@ -349,14 +370,14 @@ int kt_results_cli_import(int argc, char **argv)
 {
   args a;
   int rc = parse(argc, argv, 1, &a);
-  if (rc == 0 && !a.help && a.nfiles == 0) {
-    fprintf(stderr, "ktune import: no FILE to import\n");
-    rc = 2;
-  }
-  if (rc != 0 || a.help) {
-    import_usage(rc ? stderr : stdout);
+  if (rc != 0)
     return rc;
+  if (a.help) {
+    import_usage();
+    return 0;
   }
+  if (a.nfiles == 0)
+    return kt_cli_usage_error("import", "no FILE to import");
   char path[1024], err[1024];
   if (db_path("import", &a, path, sizeof path) != 0)
     return 2;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/tune.c: `ktune tune`, the autotuner's driver (kt_tune_).
  *
  * For every family (kt_tune_families), problem and variant: a worker
@@ -23,7 +24,9 @@
  * recorded and ranked under its own fingerprint, so a measurement is
  * always filed under the GPU that took it.
  */
+#include <errno.h>
 #include <fnmatch.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,39 +89,124 @@ int kt_tune_selected(const char *globs, const char *name)
   return 0;
 }
 
-static void usage(void)
+/* One option of the usage: its flag, meaning and default (NULL: none),
+ * the default wrapped at its commas under the meaning. */
+static void option(FILE *f, const char *flag, const char *meaning, const char *fallback)
 {
-  char line[1024] = "usage: ktune tune [--db PATH] [--family ";
+  fprintf(f, "  %-24s %s\n", flag, meaning);
+  if (!fallback)
+    return;
+  const int indent = 27, width = 100;
+  int col = fprintf(f, "%*sdefault: ", indent, "");
+  for (const char *p = fallback; *p;) {
+    const char *comma = strchr(p, ',');
+    const int n = comma ? (int)(comma - p) + 1 : (int)strlen(p);
+    if (col + n > width && col > indent + 9)
+      col = fprintf(f, "\n%*s", indent + 9, "") - 1;
+    col += fprintf(f, "%.*s", n, p);
+    p += n;
+  }
+  fputc('\n', f);
+}
+
+static void usage(FILE *f)
+{
+  char user_db[1024], def_db[1100], families[256] = "";
+  if (kt_results_user_path(user_db, sizeof user_db) != KT_OK)
+    snprintf(user_db, sizeof user_db, "(none: no home folder)");
+  snprintf(def_db, sizeof def_db, "$KTUNE_DB, else %s", user_db);
   for (int f = 0; f < kt_tune_family_count; ++f) {
     const kt_family_ops *ops = kt_family_get(kt_tune_families[f]->id);
-    snprintf(line + strlen(line), sizeof line - strlen(line), "%s|", ops->name);
+    snprintf(families + strlen(families), sizeof families - strlen(families), "%s%s", ops->name,
+             strcmp(ops->long_name, ops->name) ? " (" : ", ");
     if (strcmp(ops->long_name, ops->name))
-      snprintf(line + strlen(line), sizeof line - strlen(line), "%s|", ops->long_name);
+      snprintf(families + strlen(families), sizeof families - strlen(families), "%s), ", ops->long_name);
   }
-  snprintf(line + strlen(line), sizeof line - strlen(line), "all]");
-  fputs(line, stderr);
-  int col = (int)strlen(line);
-  /* The families' options, then the common ones, wrapped under the first. */
-  char item[160];
-  for (int f = 0; f <= kt_tune_family_count; ++f) {
-    static const kt_tune_option common[] = {
-        {"--variants", "GLOB,...", NULL}, {"--timeout", "SECONDS", NULL}, {"--seed", "N", NULL},
-        {"--gpus", "all|N,...", NULL},    {"--fresh", "", NULL},          {NULL, NULL, NULL}};
-    const kt_tune_option *opt = f < kt_tune_family_count ? kt_tune_families[f]->options : common;
-    for (; opt->name; ++opt) {
-      const int n = snprintf(item, sizeof item, " [%s%s%s]", opt->name, opt->arg[0] ? " " : "", opt->arg);
-      if (col + n > 100) {
-        fprintf(stderr, "\n%17s", "");
-        col = 17;
-      }
-      fputs(item, stderr);
-      col += n;
+  char family_help[320];
+  snprintf(family_help, sizeof family_help, "tune only this family: %sor all", families);
+  fprintf(f, "usage: ktune tune [OPTIONS]\n"
+             "\n"
+             "Check every variant of each family on this GPU against a CPU reference, on fresh random\n"
+             "inputs, and time those that pass, each in a worker process; record every result and each\n"
+             "problem's ranking in the database, and print a summary.  A tune goes on from what the\n"
+             "database holds already (a tune cut short measures only what it had not finished), and\n"
+             "spreads over every GPU of this one's kind.\n"
+             "\n"
+             "Options:\n");
+  option(f, "--db PATH", "the database to record into (made if missing)", def_db);
+  option(f, "--family NAME", family_help, "all");
+  for (int t = 0; t < kt_tune_family_count; ++t)
+    for (const kt_tune_option *opt = kt_tune_families[t]->options; opt->name; ++opt) {
+      char flag[64];
+      snprintf(flag, sizeof flag, "%s %s", opt->name, opt->arg);
+      option(f, flag, opt->help, opt->fallback);
     }
+  option(f, "--variants GLOB,...",
+         "only the variants whose whole names match one of these shell patterns\n"
+         "                           (fnmatch; 'ktune list' shows the names); one that matches none is an error",
+         "every variant");
+  option(f, "--timeout SECONDS", "how long one variant may take before its worker is killed", "120");
+  option(f, "--seed N", "the seed of the random inputs", "the time");
+  option(f, "--gpus all|N,...",
+         "the GPUs to spread the work over: all, or CUDA ordinals of one kind of GPU\n"
+         "                           (\"0,2\"); GPUs whose memory differs are tuned apart, each for itself",
+         "all: every GPU of the current one's kind");
+  option(f, "--fresh",
+         "measure again what the database holds already; without it a tune goes on from\n"
+         "                           what the database holds (for this GPU, generator and variant source)",
+         "off: resume");
+  option(f, "--json",
+         "the summary as one JSON object on stdout, instead of tables: device, name,\n"
+         "                           gpus, generator, target, database, seed, seconds, recorded_before,\n"
+         "                           measurements: {total, ok, wrong, launch_failed, timed_out, skipped},\n"
+         "                           problems: [{device, family, problem, winner, ms, ranked}]\n"
+         "                           (winner null: none passed)",
+         NULL);
+  option(f, "-h, --help", "print this help and exit", NULL);
+}
+
+/* Does every pattern of o->variants match some variant, and do they select
+ * a variant of a family to tune?  0, or a usage error. */
+static int check_variants(const kt_tune_opts *o)
+{
+  if (!o->variants)
+    return 0;
+  const char *list = o->variants;
+  char pattern[256];
+  int more;
+  while ((more = kt_tune_family_item(&list, pattern, sizeof pattern)) != 0) {
+    int hits = 0;
+    for (int i = 0; i < kt_registry_count && more > 0 && !hits; ++i)
+      hits = fnmatch(pattern, kt_registry[i].name, 0) == 0;
+    if (!hits)
+      return kt_cli_usage_error("tune", "--variants: '%s' matches no variant in this build ('ktune list' shows them)",
+                                more < 0 ? "(a pattern too long)" : pattern);
   }
-  fprintf(stderr, "\n  --variants: comma-separated shell patterns (fnmatch), each matching whole variant names\n"
-                  "  (ktune list shows them)\n"
-                  "  --gpus: the GPUs to spread the work over (default all: every GPU of the current one's kind)\n"
-                  "  --fresh: measure again what the database holds already (by default a tune goes on from it)\n");
+  for (int f = 0; f < kt_tune_family_count; ++f)
+    for (int i = 0; i < kt_registry_count; ++i)
+      if (o->on[f] && kt_registry[i].family == kt_tune_families[f]->id &&
+          kt_tune_selected(o->variants, kt_registry[i].name))
+        return 0;
+  return kt_cli_usage_error("tune", "--variants '%s' selects no variant of the families to tune", o->variants);
+}
+
+/* Is list --gpus's form, all or ordinals ("0,2")?  0 or -1.  Whether the
+ * GPUs exist is known only once they are asked (kt_tune_select_gpus). */
+static int check_gpus(const char *list)
+{
+  if (!strcmp(list, "all"))
+    return 0;
+  char item[32];
+  int more, n = 0;
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
+    char *end;
+    errno = 0;
+    const long g = strtol(item, &end, 10);
+    if (more < 0 || !item[0] || *end || errno || g < 0 || g >= KT_TUNE_MAX_GPUS)
+      return -1;
+    ++n;
+  }
+  return n > 0 ? 0 : -1;
 }
 
 int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o)
@@ -134,54 +222,64 @@ int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o)
   o->seed = (unsigned long long)time(NULL);
   for (int i = 2; i < argc; ++i) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (kt_cli_is_help(a)) {
+      o->help = 1;
+      return 0;
+    }
+    if (!strcmp(a, "--json")) {
+      o->json = 1;
+      continue;
+    }
     if (!strcmp(a, "--fresh")) {
       o->fresh = 1;
       continue;
     }
-    if (!v) {
-      usage();
-      return 2;
-    }
-    int known = 1;
-    if (!strcmp(a, "--db"))
+    /* The options that take a value: the common ones, then the families'. */
+    static const char *const common[] = {"--db", "--family", "--variants", "--timeout", "--seed", "--gpus", NULL};
+    const char **family_value = NULL;
+    int known = 0;
+    for (int k = 0; common[k] && !known; ++k)
+      known = !strcmp(a, common[k]);
+    for (int f = 0; f < kt_tune_family_count && !known; ++f)
+      for (int k = 0; kt_tune_families[f]->options[k].name && !known; ++k)
+        if (!strcmp(a, kt_tune_families[f]->options[k].name)) {
+          family_value = &o->values[f][k];
+          known = 1;
+        }
+    if (!known)
+      return kt_cli_usage_error("tune", "unknown %s '%s'", a[0] == '-' ? "option" : "argument", a);
+    if (!v)
+      return kt_cli_usage_error("tune", "%s needs a value", a);
+    ++i;
+    char *end;
+    if (family_value)
+      *family_value = v;
+    else if (!strcmp(a, "--db"))
       o->db = v;
     else if (!strcmp(a, "--family")) {
       const kt_tune_family *only = strcmp(v, "all") ? kt_tune_family_find(v) : NULL;
-      if (strcmp(v, "all") && !only) {
-        fprintf(stderr, "ktune tune: unknown family '%s'\n", v);
-        usage();
-        return 2;
-      }
+      if (strcmp(v, "all") && !only)
+        return kt_cli_usage_error("tune", "unknown family '%s'", v);
       for (int f = 0; f < kt_tune_family_count; ++f)
         o->on[f] = !only || kt_tune_families[f] == only;
     } else if (!strcmp(a, "--variants"))
       o->variants = v;
-    else if (!strcmp(a, "--timeout"))
-      o->timeout_s = atof(v);
-    else if (!strcmp(a, "--seed"))
-      o->seed = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--gpus"))
+    else if (!strcmp(a, "--gpus")) {
+      if (check_gpus(v) != 0)
+        return kt_cli_usage_error("tune", "--gpus: '%s' is not all or a list of GPU ordinals (\"0,2\")", v);
       o->gpus = v;
-    else {
-      known = 0;
-      for (int f = 0; f < kt_tune_family_count && !known; ++f)
-        for (int k = 0; kt_tune_families[f]->options[k].name && !known; ++k)
-          if (!strcmp(a, kt_tune_families[f]->options[k].name)) {
-            o->values[f][k] = v;
-            known = 1;
-          }
+    } else if (!strcmp(a, "--timeout")) {
+      o->timeout_s = strtod(v, &end);
+      if (end == v || *end || !(o->timeout_s > 0))
+        return kt_cli_usage_error("tune", "--timeout: bad number of seconds '%s'", v);
+    } else {
+      errno = 0;
+      o->seed = strtoull(v, &end, 10);
+      if (errno || end == v || *end || v[0] == '-')
+        return kt_cli_usage_error("tune", "--seed: bad seed '%s'", v);
     }
-    if (!known) {
-      usage();
-      return 2;
-    }
-    ++i;
   }
-  if (!(o->timeout_s > 0)) {
-    fprintf(stderr, "ktune tune: bad --timeout\n");
-    return 2;
-  }
-  return 0;
+  return check_variants(o);
 }
 
 /* Do p and q differ only in their distribution? */
@@ -249,10 +347,8 @@ static int tune_problems(const kt_tune_opts *o, kt_problem (*probs)[MAX_PROBLEMS
   for (int f = 0; f < kt_tune_family_count; ++f) {
     char err[256] = "";
     np[f] = kt_tune_families[f]->problems(o->values[f], probs[f], MAX_PROBLEMS, err, sizeof err);
-    if (np[f] < 0) {
-      fprintf(stderr, "ktune tune: %s\n", err);
-      return 2;
-    }
+    if (np[f] < 0)
+      return kt_cli_usage_error("tune", "%s", err);
     if (!o->on[f])
       np[f] = 0;
   }
@@ -444,19 +540,42 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
         for (int v = 0; JOB(g, f, i)->todo && v < nv[f]; ++v)
           for (int s = 0; s < 5; ++s)
             counts[s] += JOB(g, f, i)->todo[v] && strcmp(JOB(g, f, i)->rs[v].status, names[s]) == 0;
-  printf("\nktune tune on %s: %d measurements in %.0f s (ok %d, wrong %d, launch failed %d, timed out %d, "
-         "skipped %d), %d recorded before\n",
-         groups[0].dev.name, done_jobs, elapsed, counts[0], counts[1], counts[2], counts[3], counts[4],
-         recorded_before);
+  if (o->json) {
+    printf("{\"device\": ");
+    kt_cli_json_string(stdout, ng > 0 ? groups[0].dev.fingerprint : NULL);
+    printf(", \"name\": ");
+    kt_cli_json_string(stdout, ng > 0 ? groups[0].dev.name : NULL);
+    printf(", \"gpus\": [");
+    for (int k = 0; k < ngpus && k < KT_TUNE_MAX_GPUS; ++k)
+      printf("%s%d", k ? ", " : "", gpus[k].ordinal);
+    printf("], \"generator\": ");
+    kt_cli_json_string(stdout, kt_registry_generator_version);
+    printf(", \"target\": ");
+    kt_cli_json_string(stdout, kt_registry_target);
+    printf(", \"database\": ");
+    kt_cli_json_string(stdout, o->db);
+    printf(", \"seed\": %llu, \"seconds\": ", o->seed);
+    kt_cli_json_number(stdout, elapsed);
+    printf(", \"recorded_before\": %d,\n \"measurements\": {\"total\": %d", recorded_before, done_jobs);
+    for (int s = 0; s < 5; ++s)
+      printf(", \"%s\": %d", names[s], counts[s]);
+    printf("},\n \"problems\": [");
+  } else {
+    printf("\nktune tune on %s: %d measurements in %.0f s (ok %d, wrong %d, launch failed %d, timed out %d, "
+           "skipped %d), %d recorded before\n",
+           ng > 0 ? groups[0].dev.name : "no GPU", done_jobs, elapsed, counts[0], counts[1], counts[2], counts[3],
+           counts[4], recorded_before);
+  }
+  int nrows = 0;
   kt_tune_run *runs = calloc(MAX_PROBLEMS + 1, sizeof *runs);
   for (int g = 0; g < ng && jobs && runs; ++g) {
     kt_tuned *tuned = NULL;
     int nt = 0;
     kt_db_load(db, groups[g].dev.fingerprint, kt_registry_generator_version, &tuned, &nt, err, sizeof err);
-    if (ng > 1)
+    if (ng > 1 && !o->json)
       printf("\n%s:\n", groups[g].dev.fingerprint);
     for (int f = 0; f < nf; ++f) {
-      if (np[f] > 0)
+      if (np[f] > 0 && !o->json)
         kt_tune_families[f]->report_header(o->values[f]);
       for (int i = 0, end; i < np[f]; i = end) {
         for (end = i + 1; end < np[f] && same_problem(&probs[f][end], &probs[f][i]); ++end)
@@ -469,7 +588,20 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
             t = &tuned[k];
         for (int d = i; d < end; ++d)
           runs[d - i] = (kt_tune_run){probs[f][d], JOB(g, f, d)->rs, JOB(g, f, d)->rs ? nv[f] : 0};
-        if (!t || t->count == 0)
+        const int passed = t && t->count > 0;
+        if (o->json) {
+          printf("%s\n  {\"device\": ", nrows++ ? "," : "");
+          kt_cli_json_string(stdout, groups[g].dev.fingerprint);
+          printf(", \"family\": ");
+          kt_cli_json_string(stdout, kt_family_name(probs[f][i].family));
+          printf(", \"problem\": ");
+          kt_cli_json_string(stdout, key);
+          printf(", \"winner\": ");
+          kt_cli_json_string(stdout, passed ? t->ranked[0]->name : NULL);
+          printf(", \"ms\": ");
+          kt_cli_json_number(stdout, passed ? t->best_ms : NAN);
+          printf(", \"ranked\": %d}", passed ? t->count : 0);
+        } else if (!passed)
           printf("%-22s (no variant passed)\n", key);
         else
           kt_tune_families[f]->report_row(key, runs, end - i, t);
@@ -478,6 +610,8 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
     free(tuned);
   }
   free(runs);
+  if (o->json)
+    printf("\n]}\n");
   for (int g = 0; g < ng && jobs; ++g)
     for (int f = 0; f < nf; ++f)
       for (int i = 0; i < np[f]; ++i)
@@ -496,41 +630,45 @@ int kt_tune_main(int argc, char **argv)
   int rc = kt_tune_parse_args(argc, argv, &o);
   if (rc != 0)
     return rc;
+  if (o.help) {
+    usage(stdout);
+    return 0;
+  }
+  /* Every argument is checked before any GPU is asked. */
   kt_problem(*probs)[MAX_PROBLEMS] = calloc(KT_TUNE_MAX_FAMILIES, sizeof *probs);
   int np[KT_TUNE_MAX_FAMILIES];
   rc = probs ? tune_problems(&o, probs, np) : 1;
   free(probs);
   if (rc != 0)
     return rc;
-
-  /* The GPUs: all that are visible, then those --gpus chooses. */
-  kt_device_info current, all[KT_TUNE_MAX_GPUS], chosen[KT_TUNE_MAX_GPUS];
-  char err[512];
-  rc = kt_device_query(-1, &current, err, sizeof err);
-  if (rc != KT_OK) {
-    fprintf(stderr, "ktune tune: %s (%s)\n", kt_strerror(rc), err);
-    return 1;
+  char user_db[1024];
+  if (!o.db) {
+    if (kt_results_user_path(user_db, sizeof user_db) != KT_OK)
+      return kt_cli_usage_error("tune", "no home folder for the user database: set KTUNE_DB or pass --db");
+    o.db = user_db;
   }
+
+  /* The GPUs: all that are visible, then those --gpus chooses, which the
+   * build must support (one kind: the first says for all). */
+  kt_device_info current, all[KT_TUNE_MAX_GPUS], chosen[KT_TUNE_MAX_GPUS];
+  if (kt_cli_device("tune", &current) != 0)
+    return 1;
+  char err[512];
   int nall = 0, idx[KT_TUNE_MAX_GPUS];
   while (nall < KT_TUNE_MAX_GPUS && kt_device_query(nall, &all[nall], err, sizeof err) == KT_OK)
     ++nall;
   const int n = kt_tune_select_gpus(o.gpus, all, nall, current.ordinal, idx, err, sizeof err);
-  if (n < 0) {
-    fprintf(stderr, "ktune tune: %s\n", err);
-    return 2;
-  }
+  if (n < 0)
+    return kt_cli_usage_error("tune", "%s", err);
   for (int k = 0; k < n; ++k)
     chosen[k] = all[idx[k]];
-
-  char user_db[1024];
-  if (!o.db) {
-    if (kt_results_user_path(user_db, sizeof user_db) != KT_OK) {
-      fprintf(stderr, "ktune tune: no home folder for the user database: set KTUNE_DB or pass --db\n");
-      return 2;
-    }
-    o.db = user_db;
-    kt_results_make_parent_dirs(user_db);
+  if ((rc = kt_device_supported(&chosen[0], err, sizeof err)) != KT_OK) {
+    fprintf(stderr, "ktune tune: GPU %d: %s (%s)\n", chosen[0].ordinal, kt_strerror(rc), err);
+    return 1;
   }
+
+  if (o.db == user_db)
+    kt_results_make_parent_dirs(user_db);
   kt_db *db;
   if ((rc = kt_db_open(&db, o.db, KT_DB_WRITE, err, sizeof err)) != KT_OK) {
     fprintf(stderr, "ktune tune: %s: %s: %s\nThe file was not modified.\n", o.db, kt_strerror(rc), err);

@@ -1,20 +1,58 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/tuner.h: the ktune CLI's commands, the tuner's families, its results
  * and its worker runner.
  *
- * Modules, one prefix each: tune.c (kt_tune_: `ktune tune`), worker.c
- * (kt_worker_: `ktune __worker`), workers.c (kt_workers_: running workers),
- * result.c (kt_tune_result_), family.c (kt_tune_family_: the table), results.c
- * (kt_results_cli_: `ktune show`, `export`, `import`), and one
- * file per family: matmul.c (kt_tune_matmul_), hist.c (kt_tune_hist_).
- * measure.h has what checking and timing need whatever the family.
+ * Modules, one prefix each: main.c (the table of commands, and list and
+ * explain), cli.c (kt_cli_: what the commands share), tune.c (kt_tune_:
+ * `ktune tune`), worker.c (kt_worker_: `ktune __worker`), workers.c
+ * (kt_workers_: running workers), result.c (kt_tune_result_), family.c
+ * (kt_tune_family_: the table), results.c (kt_results_cli_: `ktune show`,
+ * `export`, `import`), and one file per family: matmul.c (kt_tune_matmul_),
+ * hist.c (kt_tune_hist_).  measure.h has what checking and timing need
+ * whatever the family.
  */
 #ifndef KT_TUNER_H
 #define KT_TUNER_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kt_internal.h"
+
+/* ---- cli.c: what the commands share ------------------------------------ */
+
+/* Every command: `--help` prints its usage on stdout and exits 0; `--json`,
+ * where it is offered, prints one JSON document on stdout instead of
+ * tables; a usage error exits 2 (KT_CLI_USAGE) with a message on stderr,
+ * found before any GPU is touched; anything else that fails exits 1. */
+#define KT_CLI_USAGE 2
+
+/* Does argument a ask for help (-h, --help)? */
+int kt_cli_is_help(const char *a);
+
+/* A usage error of `ktune cmd`: the message on stderr, then where the
+ * usage is; returns KT_CLI_USAGE. */
+int kt_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The current device, if this build's kernels run on it: 0, or 1 after
+ * saying why not on stderr (no GPU or driver; an unsupported GPU). */
+int kt_cli_device(const char *cmd, kt_device_info *dev);
+
+/* Can the database at path be read?  0, or 1 after saying why not on
+ * stderr (missing, unreadable, another program's, newer, damaged). */
+int kt_cli_check_db(const char *cmd, const char *path);
+
+/* kt_open on the user database db (NULL: the default) with the library's
+ * warnings on stderr: 0, or 1 after saying why not. */
+int kt_cli_open(const char *cmd, const char *db, kt_context **ctx);
+
+/* Read s, a whole decimal integer in lo..hi, into *out: 0, else -1. */
+int kt_cli_integer(const char *s, long long lo, long long hi, long long *out);
+
+/* JSON: s as a string (NULL as null); x as a number, null when not finite. */
+void kt_cli_json_string(FILE *f, const char *s);
+void kt_cli_json_number(FILE *f, double x);
 
 /* ---- result.c ----------------------------------------------------------- */
 
@@ -44,6 +82,7 @@ typedef struct kt_tune_option {
   const char *name;     /* "--hist-n" */
   const char *arg;      /* "N": what the usage line shows */
   const char *fallback; /* the value when the option is not given */
+  const char *help;     /* what it means, one line for --help */
 } kt_tune_option;
 
 /* One problem (with its distribution) measured: a result per variant. */
@@ -83,6 +122,13 @@ typedef struct kt_tune_family {
    * error leaves the status launch_failed, and the worker then ends. */
   void (*measure)(void *inputs, const kt_variant *v, uint64_t seed, double best_ms, kt_tune_result *r);
   void (*teardown)(void *inputs);
+
+  /* ---- `ktune explain` ---- */
+  const char *explain_args; /* the sizes it takes after the family's name: "M N K" */
+  /* Read those sizes (args[0..nargs)) into *p: 0, or -1 with a message in err. */
+  int (*explain_problem)(char *const *args, int nargs, kt_problem *p, char *err, size_t errlen);
+  /* What kt_<family>_choice says of a call on p, with aligned stand-in pointers. */
+  int (*explain)(kt_context *ctx, const kt_problem *p, kt_choice *out);
 } kt_tune_family;
 
 extern const kt_tune_family kt_tune_matmul; /* matmul.c */
@@ -131,6 +177,8 @@ int kt_tune_main(int argc, char **argv); /* ktune tune ... */
 #define KT_TUNE_MAX_GPUS 64 /* GPUs one tune spreads over */
 
 typedef struct kt_tune_opts {
+  int help; /* --help: print the usage, tune nothing */
+  int json; /* --json: the summary as JSON on stdout */
   const char *db;
   int on[KT_TUNE_MAX_FAMILIES]; /* tune kt_tune_families[f]? */
   const char *values[KT_TUNE_MAX_FAMILIES][KT_TUNE_MAX_OPTIONS];
@@ -142,7 +190,8 @@ typedef struct kt_tune_opts {
 } kt_tune_opts;
 
 /* Read `ktune tune`'s arguments (argv[2]...) into o: 0, or 2 after a
- * message on stderr. */
+ * message on stderr (an unknown option, a missing value, a family or
+ * a --variants pattern that names nothing in this build). */
 int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o);
 
 /* The GPUs a tune uses, by their index in gpus[0..n) (which are the
@@ -156,8 +205,9 @@ int kt_tune_select_gpus(const char *list, const kt_device_info *gpus, int n, int
 /* The tune itself, once the GPUs are known and the database (o->db) is
  * open: measure what db does not hold already (everything with o->fresh)
  * on gpus[0..n) with workers running `worker` (NULL: this program), record,
- * rank and print the tables.  0, or 1 when the database could not be
- * written.  Tests pass described GPUs and a fake worker. */
+ * rank and print the tables (o->json: one JSON object).  0, or 1 when the
+ * database could not be written.  Tests pass described GPUs and a fake
+ * worker. */
 int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int n, kt_db *db, const char *worker);
 
 /* Is the variant named name selected by globs, comma-separated shell

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/worker.c: measure variants in a process of their own (kt_worker_).
  *
  *   ktune __worker FAMILY KEY DIST SEED DEVICE NAME...

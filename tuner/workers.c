@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tuner/workers.c: run measurements in worker processes (kt_workers_).
  *
  * A kernel that faults poisons the CUDA context of its whole process, and

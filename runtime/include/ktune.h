@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ktune.h: autotuned CUDA kernels, dispatched to the winner for this GPU.
  *
  *   kt_context *ctx;
@@ -26,6 +27,21 @@ extern "C" {
 #else
 #define KT_API
 #endif
+
+/* The version of this header.  These three lines are the one place it is
+ * written: the Makefile reads them (libktune.so.MAJOR.MINOR.PATCH, ktune.pc),
+ * so keep each a plain number.  MAJOR changes when the ABI does. */
+#define KT_VERSION_MAJOR 0
+#define KT_VERSION_MINOR 1
+#define KT_VERSION_PATCH 0
+#define KT_VERSION_STR_(x) #x
+#define KT_VERSION_XSTR_(x) KT_VERSION_STR_(x)
+#define KT_VERSION_STRING \
+  KT_VERSION_XSTR_(KT_VERSION_MAJOR) "." KT_VERSION_XSTR_(KT_VERSION_MINOR) "." KT_VERSION_XSTR_(KT_VERSION_PATCH)
+
+/* The version of the library linked, "MAJOR.MINOR.PATCH" (KT_VERSION_STRING
+ * when it was built); static storage.  Thread-safe. */
+KT_API const char *kt_version(void);
 
 /* A CUDA stream; the same type as cudaStream_t.  NULL is the default stream. */
 typedef struct CUstream_st *kt_stream;
