@@ -24,6 +24,13 @@ TestSuite(db, .init = setup, .fini = teardown);
 
 static char err[512];
 
+/* The nth matmul variant: measurements of matmul problems name one, since
+ * a ranking loads only variants of its problem's family. */
+static const kt_variant *matmul_variant(int nth)
+{
+  return kt_test_need(kt_test_is_matmul, nth, "matmul");
+}
+
 static kt_db *open_ok(const char *path, int mode)
 {
   kt_db *db = NULL;
@@ -456,8 +463,8 @@ static int record_many(int i, const void *arg)
   kt_problem p = kt_test_matmul_problem(1000 + i, 1000, 1000);
   int rc = 0;
   for (int t = 0; t < TRANSACTIONS && rc == 0; ++t) {
-    kt_measurement m[2] = {kt_test_measure(&kt_registry[0], p, "ok", 1.0 + t),
-                           kt_test_measure(&kt_registry[1], p, "ok", 2.0 + t)};
+    kt_measurement m[2] = {kt_test_measure(matmul_variant(0), p, "ok", 1.0 + t),
+                           kt_test_measure(matmul_variant(1), p, "ok", 2.0 + t)};
     if (kt_db_record(db, &dev, kt_registry_generator_version, m, 2, e, sizeof e) != KT_OK)
       rc = 11;
   }
@@ -512,7 +519,7 @@ Test(db, read_only_database_refuses_writes)
   kt_db *db = open_ok(path, KT_DB_READ);
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
-  kt_measurement m = kt_test_measure(&kt_registry[0], p, "ok", 1.0);
+  kt_measurement m = kt_test_measure(matmul_variant(0), p, "ok", 1.0);
   cr_assert_eq(kt_db_record(db, &dev, kt_registry_generator_version, &m, 1, err, sizeof err), KT_ERR_DB_WRITE);
   cr_assert_eq(kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &p, err, sizeof err), -KT_ERR_DB_WRITE);
   kt_db_close(db);
@@ -530,8 +537,8 @@ static void make_index_mismatch(const char *path)
 {
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   kt_problem p = kt_test_matmul_problem(256, 256, 256);
-  kt_measurement m[2] = {kt_test_measure(&kt_registry[0], p, "ok", 1.0),
-                         kt_test_measure(&kt_registry[1], p, "ok", 2.0)};
+  kt_measurement m[2] = {kt_test_measure(matmul_variant(0), p, "ok", 1.0),
+                         kt_test_measure(matmul_variant(1), p, "ok", 2.0)};
   kt_test_tune(path, &dev, m, 2, p);
   kt_test_sql(path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET"
                     " sql='CREATE INDEX measurements_by_problem ON measurements (variant, problem)'"
@@ -570,7 +577,7 @@ Test(db, flipped_bytes_are_never_written_through)
   kt_problem p = kt_test_matmul_problem(512, 512, 512);
   kt_measurement m[4];
   for (int i = 0; i < 4; ++i)
-    m[i] = kt_test_measure(&kt_registry[i % kt_registry_count], p, "ok", 1.0 + i);
+    m[i] = kt_test_measure(matmul_variant(i % 4), p, "ok", 1.0 + i);
   kt_test_tune(good, &dev, m, 4, p);
   size_t len;
   unsigned char *orig = kt_test_slurp(good, &len);
@@ -655,7 +662,7 @@ static void tuned_read_only(char *path, size_t len)
   cr_assert(n > 0 && (size_t)n < len);
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   kt_problem p = kt_test_matmul_problem(256, 256, 256);
-  kt_measurement m = kt_test_measure(&kt_registry[0], p, "ok", 1.0);
+  kt_measurement m = kt_test_measure(matmul_variant(0), p, "ok", 1.0);
   kt_test_tune(path, &dev, &m, 1, p);
   cr_assert_eq(chmod(kt_test_dir, 0755), 0);
   cr_assert_eq(chmod(path, 0444), 0);
@@ -706,8 +713,8 @@ Test(db, prune_keeps_the_newest_measurements_and_the_ranking)
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   kt_problem p = kt_test_matmul_problem(256, 256, 256);
   for (int round = 0; round < 5; ++round) {
-    kt_measurement m[2] = {kt_test_measure(&kt_registry[0], p, "ok", 10.0 - round),
-                           kt_test_measure(&kt_registry[1], p, "ok", 5.0)};
+    kt_measurement m[2] = {kt_test_measure(matmul_variant(0), p, "ok", 10.0 - round),
+                           kt_test_measure(matmul_variant(1), p, "ok", 5.0)};
     kt_test_tune(path, &dev, m, 2, p);
   }
   cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM measurements"), 10);
@@ -784,11 +791,11 @@ Test(db, the_newest_measurement_is_the_latest_measured_not_the_latest_added)
   kt_test_path(path, sizeof path, "tune.db");
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   kt_problem p = kt_test_matmul_problem(256, 256, 256);
-  kt_measurement m[2] = {kt_test_measure(&kt_registry[0], p, "ok", 1.0),
-                         kt_test_measure(&kt_registry[1], p, "ok", 2.0)};
+  kt_measurement m[2] = {kt_test_measure(matmul_variant(0), p, "ok", 1.0),
+                         kt_test_measure(matmul_variant(1), p, "ok", 2.0)};
   kt_test_tune(path, &dev, m, 2, p);
   kt_test_sql(path, "UPDATE measurements SET measured_at = '2030-01-01T00:00:00Z' WHERE time_ms = 2");
-  kt_measurement late = kt_test_measure(&kt_registry[1], p, "ok", 0.5); /* recorded last, measured earlier */
+  kt_measurement late = kt_test_measure(matmul_variant(1), p, "ok", 0.5); /* recorded last, measured earlier */
   kt_test_tune(path, &dev, &late, 1, p);
   cr_assert_eq(kt_test_sql_int(path, "SELECT round(time_ms) FROM winners WHERE rank = 1"), 1,
                "registry[1]'s newest time is 2 ms (2030), not 0.5 ms");
