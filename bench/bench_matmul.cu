@@ -304,8 +304,8 @@ int main(int argc, char **argv)
 
     /* The outputs of the last timed runs; cuBLAS's is the reference. */
     const double bound = error_bound(K);
-    const double err_kt = t_kt.ok && t_cb.ok ? rel_error(C_kt, C_ref, nc, scratch, d) : NAN;
-    const double err_sd = t_sd.ok && t_cb.ok ? rel_error(C_seed, C_ref, nc, scratch, d) : NAN;
+    const double err_kt = t_kt.ok && t_cb.ok ? rel_error(C_kt, C_ref, M, N, N, scratch, d) : NAN;
+    const double err_sd = t_sd.ok && t_cb.ok ? rel_error(C_seed, C_ref, M, N, N, scratch, d) : NAN;
     const bool ok = t_kt.ok && t_cb.ok && err_kt <= bound; /* false for NaN too */
     const bool seed_ok = t_sd.ok && t_cb.ok && err_sd <= bound;
 

@@ -100,37 +100,6 @@ static std::vector<call> make_suite(unsigned long long seed, int count)
   return out;
 }
 
-/* out += sum over the M x N elements of (x - ref)^2 and ref^2, strided. */
-__global__ void diff_norms_2d(const float *x, long long ldx, const float *ref, long long ldr, int M, int N, double *out)
-{
-  double d2 = 0, r2 = 0;
-  const size_t mn = (size_t)M * N;
-  for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < mn; e += (size_t)gridDim.x * blockDim.x) {
-    const size_t i = e / N, j = e % N;
-    const double r = ref[i * ldr + j], d = (double)x[i * ldx + j] - r;
-    d2 += d * d;
-    r2 += r * r;
-  }
-  for (int off = 16; off > 0; off >>= 1) {
-    d2 += __shfl_down_sync(0xffffffffu, d2, off);
-    r2 += __shfl_down_sync(0xffffffffu, r2, off);
-  }
-  if ((threadIdx.x & 31) == 0) {
-    atomicAdd(&out[0], d2);
-    atomicAdd(&out[1], r2);
-  }
-}
-
-static double rel_error_2d(const float *x, const float *ref, const call &c, double *scratch, const bench_device &d)
-{
-  BENCH_CUDA(cudaMemset(scratch, 0, 2 * sizeof(double)));
-  diff_norms_2d<<<d.info.sm_count * 8, 256>>>(x, c.ldc, ref, c.ldc, c.m, c.n, scratch);
-  BENCH_CUDA(cudaGetLastError());
-  double h[2];
-  BENCH_CUDA(cudaMemcpy(h, scratch, sizeof h, cudaMemcpyDeviceToHost));
-  return h[1] > 0 ? sqrt(h[0]) / sqrt(h[1]) : sqrt(h[0]);
-}
-
 static double percentile(std::vector<double> x, double p)
 {
   if (x.empty())
@@ -267,10 +236,10 @@ int main(int argc, char **argv)
       a.pool = kt_device_pool(d.info.ordinal);
       BENCH_CUDA((cudaError_t)best->launch(&a, 0));
       BENCH_CUDA(cudaDeviceSynchronize());
-      err_or = rel_error_2d(O, R, c, scratch, d);
+      err_or = rel_error(O, R, c.m, c.n, c.ldc, scratch, d);
     }
     const double bound = error_bound(c.k);
-    const double err_kt = t_kt.ok && t_cb.ok ? rel_error_2d(C, R, c, scratch, d) : NAN;
+    const double err_kt = t_kt.ok && t_cb.ok ? rel_error(C, R, c.m, c.n, c.ldc, scratch, d) : NAN;
     const bool ok = t_kt.ok && t_cb.ok && err_kt <= bound && best && err_or <= bound;
     const double r_cb = t_cb.ms / t_kt.ms, r_or = best_ms / t_kt.ms;
     char name[64];

@@ -29,13 +29,16 @@ __global__ void fill_random(float *x, size_t n, uint64_t seed)
   }
 }
 
-/* out[0] += sum (x - ref)^2, out[1] += sum ref^2, in double.  A NaN in x
- * (an element the kernel never wrote) makes out[0] NaN. */
-__global__ void diff_norms(const float *x, const float *ref, size_t n, double *out)
+/* out[0] += sum (x - ref)^2, out[1] += sum ref^2 over the M x N elements
+ * of two row-major matrices with row stride ld, in double.  A NaN in x (an
+ * element the kernel never wrote) makes out[0] NaN. */
+__global__ void diff_norms(const float *x, const float *ref, int M, int N, long long ld, double *out)
 {
   double d2 = 0, r2 = 0;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    const double r = ref[i], d = (double)x[i] - r;
+  const size_t mn = (size_t)M * N;
+  for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < mn; e += (size_t)gridDim.x * blockDim.x) {
+    const size_t at = e / N * ld + e % N;
+    const double r = ref[at], d = (double)x[at] - r;
     d2 += d * d;
     r2 += r * r;
   }
@@ -55,15 +58,17 @@ static void fill(float *x, size_t n, kt_rng *rng, const bench_device &d)
   BENCH_CUDA(cudaGetLastError());
 }
 
-/* ||x - ref||_F / ||ref||_F */
-static double rel_error(const float *x, const float *ref, size_t n, double *scratch, const bench_device &d)
+/* ||x - ref||_F / ||ref||_F over M x N elements with row stride ld (the
+ * norm of the difference alone when ref is all zero). */
+static double rel_error(const float *x, const float *ref, int M, int N, long long ld, double *scratch,
+                        const bench_device &d)
 {
   BENCH_CUDA(cudaMemset(scratch, 0, 2 * sizeof(double)));
-  diff_norms<<<d.info.sm_count * 8, 256>>>(x, ref, n, scratch);
+  diff_norms<<<d.info.sm_count * 8, 256>>>(x, ref, M, N, ld, scratch);
   BENCH_CUDA(cudaGetLastError());
   double h[2];
   BENCH_CUDA(cudaMemcpy(h, scratch, sizeof h, cudaMemcpyDeviceToHost));
-  return sqrt(h[0]) / sqrt(h[1]);
+  return h[1] > 0 ? sqrt(h[0]) / sqrt(h[1]) : sqrt(h[0]);
 }
 
 /* The bound on ktune's relative Frobenius error against cuBLAS.
