@@ -5,6 +5,7 @@
  * every variant gets exactly one result, the right one, and that no worker
  * process is left behind. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -49,14 +50,28 @@ typedef struct run {
   const kt_variant *vs[NV];
   kt_tune_result out[NV];
   int events_done;
+  int event_device[NV];     /* per variant, the GPU its result was reported on */
+  char event_status[NV][16]; /* and the status reported */
   char exe[PATH_MAX];
 } run;
 
-static void count_event(void *user, const char *key, const char *variant, int finished)
+static void count_event(void *user, const char *key, const char *variant, int device, const kt_tune_result *done)
 {
   (void)key, (void)variant;
-  if (finished)
-    ++((run *)user)->events_done;
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER; /* spread: a thread per GPU */
+  run *r = user;
+  if (!done)
+    return;
+  pthread_mutex_lock(&lock);
+  ++r->events_done;
+  /* The result reported is final: what out[] gets in the end, measured on
+   * the GPU named. */
+  for (int i = 0; i < NV; ++i)
+    if (strcmp(done->variant, r->vs[i]->name) == 0) {
+      r->event_device[i] = device;
+      snprintf(r->event_status[i], sizeof r->event_status[i], "%s", done->status);
+    }
+  pthread_mutex_unlock(&lock);
 }
 
 static void prepare(run *r)
@@ -99,6 +114,7 @@ static int workers_started(void)
 
 static void expect(const run *r, int i, const char *status)
 {
+  cr_expect_str_eq(r->event_status[i], status, "%s: reported %s", r->vs[i]->name, r->event_status[i]);
   cr_expect_str_eq(r->out[i].status, status, "%s: %s (%s), want %s", r->vs[i]->name, r->out[i].status, r->out[i].reason,
                    status);
   cr_expect_str_eq(r->out[i].variant, r->vs[i]->name);
@@ -257,6 +273,7 @@ Test(workers, work_split_over_two_gpus_runs_on_both_and_every_result_comes_back)
   for (int i = 0; i < NV; ++i) {
     expect(&r, i, "ok");
     cr_expect_float_eq(r.out[i].m.time_ms, 1.5, 1e-9);
+    cr_expect_eq(r.event_device[i], devices[i], "%s reported on GPU %d", r.vs[i]->name, r.event_device[i]);
   }
   cr_expect_eq(r.events_done, NV);
   char names[2][1024], want[2][1024] = {"", ""};
@@ -305,8 +322,10 @@ Test(workers, a_crash_on_one_gpu_costs_that_variant_only)
   snprintf(hang, sizeof hang, "%s", r.vs[2]->name);
   setenv("HANG", hang, 1);
   go_spread(&r, devices, 1);
-  for (int i = 0; i < NV; ++i)
+  for (int i = 0; i < NV; ++i) {
     expect(&r, i, i == 1 ? "launch_failed" : i == 2 ? "timed_out" : "ok");
+    cr_expect_eq(r.event_device[i], devices[i], "%s reported on GPU %d", r.vs[i]->name, r.event_device[i]);
+  }
   cr_expect_eq(r.events_done, NV);
   char names[2][1024];
   int workers[2];

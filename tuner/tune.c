@@ -3,9 +3,9 @@
  *
  * For every family (kt_tune_families), problem and variant: a worker
  * process (worker.c) checks the variant on fresh random inputs, then times
- * it; this process records each problem's results in the database as soon
- * as they are in, ranks each problem's variants (winner first) once all its
- * distributions are in, and has each family print its table.  A worker
+ * it; this process records each result in the database as soon as the
+ * worker reports it, ranks each problem's variants (winner first) once all
+ * its distributions are in, and has each family print its table.  A worker
  * that faults or hangs past the deadline costs one variant, recorded with
  * its reason; the tune goes on in a fresh worker.
  *
@@ -13,9 +13,9 @@
  * generator, the variant's source, the problem and the distribution is a
  * result, whatever its status, and is not measured again (--fresh measures
  * everything).  So a tune killed at any point and run again measures only
- * the problem that was in flight, and since every problem is ranked again
- * when its distributions are done, measured now or not, a kill between
- * recording and ranking costs nothing either.
+ * the variants that were in flight (one per GPU), and since every problem
+ * is ranked again when its distributions are done, measured now or not, a
+ * kill between recording and ranking costs nothing either.
  *
  * A tune uses every visible GPU of the current one's chip (--gpus chooses).
  * GPUs whose fingerprints differ (the memory size) are kept apart, in
@@ -59,14 +59,26 @@ static void progress(const char *problem, const char *variant)
   fflush(stderr);
 }
 
-static void on_event(void *user, const char *key, const char *variant, int finished)
+/* Where on_event records: results go to the database one by one, as each
+ * worker reports it, so that a kill loses only the results in flight. */
+typedef struct recorder {
+  kt_db *db;
+  const struct group *groups;
+  int ng;
+  int failed; /* a write failed: the tune stops after this problem */
+  char err[512];
+} recorder;
+
+static void record_one(recorder *r, int device, const kt_tune_result *done);
+
+static void on_event(void *user, const char *key, const char *variant, int device, const kt_tune_result *done)
 {
-  (void)user;
   pthread_mutex_lock(&progress_lock);
-  if (finished)
+  if (done) {
     ++done_jobs;
-  else
-    progress(key, variant);
+    record_one(user, device, done);
+  }
+  progress(key, variant);
   pthread_mutex_unlock(&progress_lock);
 }
 
@@ -361,6 +373,28 @@ typedef struct group {
   int gpus[KT_TUNE_MAX_GPUS], ngpus;
 } group;
 
+/* Called under progress_lock: one result, filed under its GPU's group. */
+static void record_one(recorder *r, int device, const kt_tune_result *done)
+{
+  if (!r || r->failed)
+    return;
+  const group *g = NULL;
+  for (int k = 0; k < r->ng && !g; ++k)
+    for (int i = 0; i < r->groups[k].ngpus; ++i)
+      if (r->groups[k].gpus[i] == device)
+        g = &r->groups[k];
+  if (!g)
+    return;
+  kt_tune_result x = *done;
+  kt_tune_result_link(&x);
+  int rc = kt_db_record(r->db, &g->dev, kt_registry_generator_version, &x.m, 1, r->err, sizeof r->err);
+  if (rc != KT_OK) {
+    fprintf(stderr, "\nktune tune: recording %s on %s: %s: %s\n", x.variant, g->dev.fingerprint, kt_strerror(rc),
+            r->err);
+    r->failed = 1;
+  }
+}
+
 /* One problem (in one distribution) on one group: a result per variant of
  * the family, and which of them to measure now. */
 typedef struct job {
@@ -473,8 +507,8 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
   int *on = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *on);
   int *from = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *from);
   kt_tune_result *out = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *out);
-  kt_measurement *ms = calloc((size_t)kt_registry_count + 1, sizeof *ms);
-  if (!batch || !on || !from || !out || !ms)
+  recorder rec = {db, groups, ng, 0, ""};
+  if (!batch || !on || !from || !out)
     failed_db = 1;
   for (int f = 0; f < nf && !failed_db; ++f)
     for (int i = 0; i < np[f] && !failed_db; ++i) {
@@ -491,24 +525,18 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
             on[n] = groups[g].gpus[k++ % groups[g].ngpus];
             from[n++] = g * kt_registry_count + v;
           }
-      kt_workers_opts w = {worker, o->timeout_s, o->seed, on_event, NULL, 0};
+      /* Each result is recorded as it comes (on_event), not when the
+       * problem is done: a tune killed mid-problem keeps what it measured. */
+      kt_workers_opts w = {worker, o->timeout_s, o->seed, on_event, &rec, 0};
       if (n > 0)
         kt_workers_run_spread(p, key, batch, on, n, &w, out);
+      failed_db |= rec.failed;
       for (int k = 0; k < n; ++k)
         JOB(from[k] / kt_registry_count, f, i)->rs[from[k] % kt_registry_count] = out[k];
       for (int g = 0; g < ng && !failed_db; ++g) {
         job *j = JOB(g, f, i);
-        int nm = 0;
-        for (int v = 0; v < nv[f]; ++v) {
+        for (int v = 0; v < nv[f]; ++v)
           kt_tune_result_link(&j->rs[v]);
-          if (j->todo[v])
-            ms[nm++] = j->rs[v].m;
-        }
-        if (nm > 0 &&
-            (rc = kt_db_record(db, &groups[g].dev, kt_registry_generator_version, ms, nm, err, sizeof err)) != KT_OK) {
-          fprintf(stderr, "\nktune tune: recording %s: %s: %s\n", key, kt_strerror(rc), err);
-          failed_db = 1;
-        }
         /* Rank once all of a problem's distributions are in, measured now
          * or before. */
         if ((i + 1 == np[f] || !same_problem(&probs[f][i + 1], p)) && !failed_db) {
@@ -522,7 +550,7 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
         }
       }
     }
-  free(batch), free(on), free(from), free(out), free(ms);
+  free(batch), free(on), free(from), free(out);
   if (tty)
     fprintf(stderr, "\r%-110s\r", "");
   double elapsed = now_s() - t0;

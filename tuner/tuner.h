@@ -234,9 +234,11 @@ typedef struct kt_workers_opts {
   const char *exe;         /* worker program; NULL = this program (/proc/self/exe) */
   double timeout_s;        /* per variant, from its START line */
   unsigned long long seed; /* inputs' seed, passed to the worker */
-  /* Called with the variant now in flight (finished 0), and once per
-   * recorded result (variant NULL, finished 1).  May be NULL. */
-  void (*event)(void *user, const char *key, const char *variant, int finished);
+  /* Called with the variant now in flight (done NULL), and once per
+   * result as soon as it is final (variant NULL, done the result), on the
+   * GPU `device` measured on; so a caller can record each result as it
+   * comes, and a kill loses at most the one in flight.  May be NULL. */
+  void (*event)(void *user, const char *key, const char *variant, int device, const kt_tune_result *done);
   void *user;
   int device; /* the CUDA ordinal the worker measures on */
 } kt_workers_opts;

@@ -40,13 +40,29 @@ static double now_s(void)
   return t.tv_sec + t.tv_nsec * 1e-9;
 }
 
+/* out[i] is final: tell the caller, who may record it at once. */
+static void finished(const kt_workers_opts *o, const char *key, const kt_tune_result *r)
+{
+  if (o->event)
+    o->event(o->user, key, NULL, o->device, r);
+}
+
+/* vs[from..n) get no measurement, for one reason. */
+static void skip_rest(const kt_problem *p, const char *key, const kt_variant **vs, int from, int n,
+                      const kt_workers_opts *o, kt_tune_result *out, const char *why)
+{
+  for (int i = from; i < n; ++i) {
+    kt_tune_result_set(&out[i], p, vs[i], "skipped", why);
+    finished(o, key, &out[i]);
+  }
+}
+
 void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
                     kt_tune_result *out)
 {
   const kt_family_ops *ops = kt_family_get(p->family);
   if (!ops) {
-    for (int i = 0; i < n; ++i)
-      kt_tune_result_set(&out[i], p, vs[i], "skipped", "no such family");
+    skip_rest(p, key, vs, 0, n, o, out, "no such family");
     return;
   }
   int next = 0; /* first variant not yet reported */
@@ -55,8 +71,7 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
      * not hold this pipe open, or this one's end would go unseen. */
     int fd[2];
     if (pipe2(fd, O_CLOEXEC) != 0) {
-      for (; next < n; ++next)
-        kt_tune_result_set(&out[next], p, vs[next], "skipped", strerror(errno));
+      skip_rest(p, key, vs, next, n, o, out, strerror(errno));
       return;
     }
     char problem[96], seed[32], device[16];
@@ -82,8 +97,7 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
       free(argv);
       close(fd[0]);
       close(fd[1]);
-      for (; next < n; ++next)
-        kt_tune_result_set(&out[next], p, vs[next], "skipped", why);
+      skip_rest(p, key, vs, next, n, o, out, why);
       return;
     }
     if (pid == 0) {
@@ -134,7 +148,7 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
         inflight = next;
         deadline = now_s() + o->timeout_s;
         if (o->event)
-          o->event(o->user, key, line + 6, 0);
+          o->event(o->user, key, line + 6, o->device, NULL);
       } else if (strncmp(line, "RESULT ", 7) == 0 && next < n) {
         char name[96], status[16];
         double ms, rate, err;
@@ -147,9 +161,8 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
           out[next].m.rate = rate;
           out[next].m.max_err = err;
           out[next].m.reps = reps;
+          finished(o, key, &out[next]);
           ++next;
-          if (o->event)
-            o->event(o->user, key, NULL, 1);
           inflight = -1;
         }
       }
@@ -177,14 +190,12 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
       continue;
     if (inflight < 0 && !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 2) {
       /* The worker could not even set up: nothing more to learn here. */
-      for (; next < n; ++next)
-        kt_tune_result_set(&out[next], p, vs[next], "skipped", why);
+      skip_rest(p, key, vs, next, n, o, out, why);
       break;
     }
     kt_tune_result_set(&out[next], p, vs[next], timed_out ? "timed_out" : "launch_failed", why);
+    finished(o, key, &out[next]);
     ++next;
-    if (o->event)
-      o->event(o->user, key, NULL, 1);
   }
 }
 
@@ -216,8 +227,11 @@ void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_varian
   pthread_t *tid = calloc((size_t)n + 1, sizeof *tid);
   int *started = calloc((size_t)n + 1, sizeof *started);
   if (!sh || !svs || !sat || !sout || !tid || !started) {
-    for (int i = 0; i < n; ++i)
+    for (int i = 0; i < n; ++i) {
       kt_tune_result_set(&out[i], p, vs[i], "skipped", "out of memory");
+      if (o->event)
+        o->event(o->user, key, NULL, devices[i], &out[i]);
+    }
     goto done;
   }
   /* The shares, in the order their GPUs first appear; each takes a slice
