@@ -25,18 +25,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/ktune-install-test.XXXXXX")
 stage=$work/stage
 trap 'rm -rf "$work"' EXIT
 
-n=0
-failed=0
-ok() {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-not_ok() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n - $1"
-  [ -z "${2:-}" ] || sed 's/^/#   /' "$2"
-}
+. tests/tap.sh
 # check WHAT COMMAND...: ok when COMMAND succeeds; its output shows otherwise.
 check() {
   local what=$1
