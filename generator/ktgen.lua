@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- generator/ktgen.lua: expand every kernel family over its parameter space.
 --
 --   lua5.4 generator/ktgen.lua --arch sm_90 [--out generated] [--explain] [--no-prune] [--only GLOBS]
@@ -77,6 +78,13 @@ local function fnv1a64(s)
     h = h * 1099511628211
   end
   return ("%016x"):format(h)
+end
+
+-- The licence line (SPDX-License-Identifier) is no part of the code: it
+-- enters no hash, so that writing or changing it keeps what was measured.
+local SPDX = "/* SPDX-License-Identifier: MIT */\n"
+local function without_spdx(text)
+  return (text:gsub("^[^\n]*SPDX%-License%-Identifier:[^\n]*\n", "", 1))
 end
 
 local function shell_quote(s)
@@ -164,7 +172,7 @@ local function kernel_templates(s, opts, errs)
         if name then
           local text = read_file(opts.templates .. "/" .. name)
           if text then
-            tpl.includes[#tpl.includes + 1] = { path = opts.templates .. "/" .. name, hash = fnv1a64(text) }
+            tpl.includes[#tpl.includes + 1] = { path = opts.templates .. "/" .. name, hash = fnv1a64(without_spdx(text)) }
           else
             errs:add(path, n, ("'%s' is not in %s/"):format(name, opts.templates))
           end
@@ -274,7 +282,7 @@ local function main(argv)
             local text = header(v, tpl, opts, command .. (v.pruned and " --no-prune" or "")) ..
               registry.abi_guard() .. body
             v.source_hash = fnv1a64(text)
-            files[#files + 1] = { path = opts.out .. "/" .. fam .. "/" .. v.name .. ".cu", text = text }
+            files[#files + 1] = { path = opts.out .. "/" .. fam .. "/" .. v.name .. ".cu", text = SPDX .. text }
           end
           for _, inc in ipairs(tpl.includes) do
             if not seen[inc.path] then seen[inc.path] = true; includes[#includes + 1] = inc.path end

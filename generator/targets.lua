@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- generator/targets.lua: what each CUDA target allows.
 --
 -- The architecture is an input to the generator (ARCH=sm_90 ...): it decides
