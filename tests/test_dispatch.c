@@ -401,7 +401,8 @@ static void tune_hist(const char *path, const kt_device_info *dev, long long nbi
 
 static void assert_hist_winner_serves(const kt_device_info *dev, const kt_choice *c, long long nbins)
 {
-  const kt_variant *v = chosen(c);
+  const kt_variant *v = kt_registry_find(c->variant, dev); /* dev's target's entry */
+  cr_assert_not_null(v, "the choice names '%s', which %s has no entry of", c->variant, dev->name);
   cr_assert(kt_hist_max_nbins(v, dev) >= nbins, "%s (at most %lld bins) chosen for %lld bins", v->name,
             kt_hist_max_nbins(v, dev), nbins);
   cr_assert(kt_hist_serves(v, dev, nbins), "%s chosen but cannot serve %lld bins", v->name, nbins);
