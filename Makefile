@@ -23,9 +23,17 @@ DOCDIR ?= $(DATADIR)/doc/ktune
 PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 DESTDIR ?=
 LDCONFIG ?= ldconfig
-# Target architecture: the present GPU's, else sm_90.
-ARCH ?= $(or $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | \
-          sed -n 's/^\([0-9]*\)\.\([0-9]*\)$$/sm_\1\2/p'),sm_90)
+# Target architectures: the kernels are compiled for each (fat objects), and
+# each GPU runs those of the newest target it can (README: "Architectures").
+# Default: the GPUs present (nvidia-smi: one quick build for this host),
+# else DEFAULT_ARCHS, the A100 and the H100, whose PTX newer GPUs compile.
+# ARCH=sm_80 is a synonym for ARCHS=sm_80.
+DEFAULT_ARCHS := sm_80 sm_90
+ARCH ?=
+ifeq ($(origin ARCHS),undefined)
+ARCHS := $(or $(ARCH),$(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | \
+           sed -n 's/^\([0-9]*\)\.\([0-9]*\)$$/sm_\1\2/p' | sort -u),$(DEFAULT_ARCHS))
+endif
 # The user database that make tune and make bench use; empty = ktune's
 # default ($KTUNE_DB, else ~/.local/share/ktune/ktune.db).
 KTUNE_DB ?=
@@ -83,7 +91,7 @@ has_pkg-config := command -v pkg-config
 find_missing = missing=""; $(foreach p,$(1),{ $(has_$(p)); } >/dev/null 2>&1 || missing="$$missing $(p)";)
 NVCC_MISSING = ktune: nvcc not found at $(NVCC): install the CUDA toolkit, or set CUDA_HOME
 
-# What a build lacks, and an ARCH the generator does not know (its own
+# What a build lacks, and ARCHS that the generator does not know (its own
 # list, generator/targets.lua), are said once, before anything runs.
 ifneq ($(NEEDS_GEN),)
 ifeq ($(shell command -v $(NVCC)),)
@@ -93,18 +101,30 @@ BUILD_MISSING := $(shell $(call find_missing,$(BUILD_PKGS)) echo $$missing)
 ifneq ($(BUILD_MISSING),)
 $(error ktune: building needs $(BUILD_MISSING).  Install with:  sudo apt-get install $(BUILD_MISSING)  (or: make deps))
 endif
-KNOWN_ARCHS := $(shell $(LUA) -e 'package.path = "./?.lua;" .. package.path; \
-                 print(table.concat(require("generator.targets").names(), " "))' 2>/dev/null)
-ifeq ($(filter $(ARCH),$(KNOWN_ARCHS)),)
-$(error ARCH=$(ARCH) is not a target ktune can generate kernels for; set ARCH to one of: $(KNOWN_ARCHS))
+# ARCHS as the generator reads it (generator/targets.lua), else its message.
+ARCHS_CHECK := $(shell KT_ARCHS='$(ARCHS)' $(LUA) -e 'package.path = "./?.lua;" .. package.path; \
+                 local t, err = require("generator.targets").parse(os.getenv("KT_ARCHS")); local n = {}; \
+                 for _, x in ipairs(t or {}) do n[#n + 1] = x.arch end; \
+                 print(t and ("ok " .. table.concat(n, " ")) or err)' 2>&1)
+ifneq ($(firstword $(ARCHS_CHECK)),ok)
+$(error ktune: ARCHS='$(ARCHS)': $(ARCHS_CHECK))
 endif
 endif
+# The targets by compute capability, one word each (ARCHS may have commas).
+TARGETS := $(wordlist 2,$(words $(ARCHS_CHECK)),$(ARCHS_CHECK))
 
 NO_PRUNE_ON := $(if $(filter-out 0,$(NO_PRUNE)),1)
 GEN_FLAGS := $(if $(NO_PRUNE_ON),--no-prune) $(if $(ONLY),--only '$(ONLY)')
 DB_ARG := $(if $(KTUNE_DB),--db '$(KTUNE_DB)')
-ARCH_NUM := $(patsubst sm_%,%,$(ARCH))
-GENCODE := -gencode=arch=compute_$(ARCH_NUM),code=[sm_$(ARCH_NUM),compute_$(ARCH_NUM)]
+comma := ,
+empty :=
+space := $(empty) $(empty)
+# Each target's SASS and PTX (the PTX runs on newer GPUs); a variant is
+# compiled for the targets whose spaces keep it (generated/variants.mk).
+gencode = -gencode=arch=compute_$(1:sm_%=%),code=[sm_$(1:sm_%=%),compute_$(1:sm_%=%)]
+GENCODES := $(foreach t,$(TARGETS),$(call gencode,$(t)))
+variant_gencodes = $(foreach t,$(TARGETS),$(if $(filter $(1),$(KT_TARGET_VARIANTS_$(t))),$(call gencode,$(t))))
+GEN_ARCH := $(subst $(space),$(comma),$(TARGETS))
 CUDA_INC := -I$(CUDA_HOME)/include
 KT_CFLAGS := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden -MMD -MP \
              -Iruntime/include -Iruntime -Igenerated $(CUDA_INC) -DKT_SYSTEM_DB='"$(DATADIR)/ktune/system.db"'
@@ -121,8 +141,8 @@ ifneq ($(NEEDS_GEN),)
 -include generated/variants.mk
 endif
 # generated/variants.mk lists the variants; make regenerates it (and re-reads
-# it) whenever a template, a space, the generator, ARCH, ONLY or NO_PRUNE changes.
-ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY)|$(KT_GENERATED_NO_PRUNE),$(ARCH)|$(ONLY)|$(NO_PRUNE_ON))
+# it) whenever a template, a space, the generator, ARCHS, ONLY or NO_PRUNE changes.
+ifneq ($(strip $(KT_GENERATED_ARCH))|$(KT_GENERATED_ONLY)|$(KT_GENERATED_NO_PRUNE),$(TARGETS)|$(ONLY)|$(NO_PRUNE_ON))
 FORCE_GEN := FORCE
 endif
 
@@ -149,7 +169,7 @@ all: build/libktune.a build/libktune.so build/ktune build/example build/ktune.pc
 
 help:
 	@echo "make [all]        build generated kernels, libktune (.a, .so), the ktune CLI and the example"
-	@echo "make generate     expand the templates for ARCH=$(ARCH) and explain what was dropped"
+	@echo "make generate     expand the templates for ARCHS='$(ARCHS)' and explain what was dropped"
 	@echo "make tune         build, then benchmark every variant on this GPU into the user database"
 	@echo "make test         generator, database, dispatch, API, CLI and install tests; GPU tests when a GPU is present"
 	@echo "make bench        ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
@@ -160,7 +180,8 @@ help:
 	@echo "make test-deps    install those that building and testing need"
 	@echo "make clean        remove build/ and generated/"
 	@echo "settings (make VAR=value ...):"
-	@echo "  ARCH=$(ARCH)        target architecture (default: the present GPU's, else sm_90)"
+	@echo "  ARCHS='$(ARCHS)'  target architectures, one fat build (default: the present GPUs', else $(DEFAULT_ARCHS));"
+	@echo "                    ARCH=sm_80 is the same as ARCHS=sm_80"
 	@echo "  ONLY='g1,g2'      only the variants these shell globs match (whole names; * ? [...]), plus the defaults"
 	@echo "  NO_PRUNE=1        also keep what the spaces' prune rules drop: the whole feasible space, for a new GPU"
 	@echo "  KTUNE_DB=FILE     the user database of make tune and make bench (default: ktune's own)"
@@ -189,11 +210,11 @@ test-deps:
 
 # ---- generation ------------------------------------------------------------
 generate:
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --explain $(GEN_FLAGS)
+	$(Q)$(LUA) generator/ktgen.lua --arch $(GEN_ARCH) --out generated --explain $(GEN_FLAGS)
 
 generated/variants.mk: $(GEN_INPUTS) $(FORCE_GEN)
-	$(call say,GEN,generated/ for $(ARCH))
-	$(Q)$(LUA) generator/ktgen.lua --arch $(ARCH) --out generated --quiet $(GEN_FLAGS)
+	$(call say,GEN,generated/ for $(TARGETS))
+	$(Q)$(LUA) generator/ktgen.lua --arch $(GEN_ARCH) --out generated --quiet $(GEN_FLAGS)
 	@touch $@ # the generator leaves unchanged files alone; this one marks the run
 
 generated/registry.c generated/registry.h: | generated/variants.mk
@@ -217,7 +238,7 @@ build/paths: FORCE
 build/obj/%.o: generated/%.cu runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -Xptxas -v \
+	$(Q)$(NVCC) $(NVCCFLAGS) $(call variant_gencodes,$*) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -Xptxas -v \
 	  -c $< -o $@ 2> $(@:.o=.ptxas) || { cat $(@:.o=.ptxas) >&2; exit 1; }
 $(KT_VARIANTS_matmul:%=build/obj/%.o): $(KT_INCLUDES_matmul)
 $(KT_VARIANTS_hist:%=build/obj/%.o): $(KT_INCLUDES_hist)
@@ -243,7 +264,8 @@ build/libktune.a: $(LIB_OBJS)
 # libktune.so exports the API (KT_API in ktune.h) and, for the ktune CLI
 # alone, the variant registry, under a version named for this release: a
 # CLI then runs only with the library it was built with.
-REGISTRY_SYMBOLS := kt_registry kt_registry_count kt_registry_generator_version kt_registry_target
+REGISTRY_SYMBOLS := kt_registry kt_registry_count kt_registry_generator_version kt_registry_target \
+                    kt_registry_targets kt_registry_target_count
 build/libktune.map: runtime/include/ktune.h Makefile
 	@mkdir -p $(@D)
 	$(Q)printf 'KTUNE_PRIVATE_%s {\n  global: %s\n};\n' $(VERSION) '$(addsuffix ;,$(REGISTRY_SYMBOLS))' > $@
@@ -317,12 +339,18 @@ test-lua:
 
 check: test
 
-# Every variant that the sm_80 target keeps must compile for sm_80 too.
+# Every variant that the sm_80 target keeps must compile for sm_80 too: the
+# build did it when sm_80 is one of ARCHS, else this check does.
+ifneq ($(filter sm_80,$(TARGETS)),)
+build/sm80.log: build/libktune.a
+	@echo "sm_80: $(words $(KT_TARGET_VARIANTS_sm_80)) variants compile (sm_80 is one of ARCHS)" > $@
+else
 build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,CHECK,sm_80 compiles)
 	$(Q)rm -rf build/sm80 && mkdir -p build && $(LUA) generator/ktgen.lua --arch sm_80 --out build/sm80 --quiet && \
 	  ls build/sm80/*/*.cu | xargs -P $$(nproc) -n 1 sh -c '$(NVCC) -arch=sm_80 -Iruntime -Itemplates -cubin -o /dev/null "$$0" || exit 255' && \
 	  echo "sm_80: $$(ls build/sm80/*/*.cu | wc -l) variants compile" > $@ || { rm -f $@; exit 1; }
+endif
 
 # ---- benchmarks ----------------------------------------------------------
 BENCH_BINS := build/bench_matmul build/bench_matmul_random build/bench_hist
@@ -331,7 +359,7 @@ BENCH_BINS := build/bench_matmul build/bench_matmul_random build/bench_hist
 build/bench_%: bench/bench_%.cu bench/bench_common.h bench/matmul_check.cuh build/libktune.a $(TOOL_OBJS) $(wildcard tuner/*.h) \
                runtime/kt_internal.h runtime/kt_variant.h runtime/include/ktune.h
 	$(call say,NVCC,$<)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -o $@ $< \
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -o $@ $< \
 	  $(TOOL_OBJS) build/libktune.a -lcublas $(SQLITE_LIBS) -lpthread
 
 bench: all $(TOOL_OBJS) $(BENCH_BINS)

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- generator/diag.lua: collected diagnostics in the form file:line: error: msg.
 --
 -- Every error is collected rather than raised, so one run reports all of

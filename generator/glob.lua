@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- generator/glob.lua: shell globs, read as fnmatch(3) reads them.
 --
 -- `make ONLY=...` (ktgen --only) and `ktune tune --variants` take the same

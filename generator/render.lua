@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- generator/render.lua: expand a template with Penlight's pl.template.
 --
 -- Template syntax: a line whose first non-blank character is '@' is Lua; in

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- generator/space.lua: load a family's parameter space and enumerate it.
 --
 -- A space file (templates/<family>.space.lua) returns plain data: the family,

@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- generator/tags.lua: the tags that variant names are built from.
 --
 -- A variant's name is <family>_<algo>, then one token per parameter in the

@@ -499,8 +499,8 @@ static int rank_locked(kt_db *db, const char *device_fp, const char *gen_version
     const char *hash = (const char *)sqlite3_column_text(st, 1);
     const char *dist = (const char *)sqlite3_column_text(st, 2);
     const char *status = (const char *)sqlite3_column_text(st, 3);
-    const kt_variant *v = kt_registry_find(name);
-    if (!v || strcmp(v->source_hash, hash) != 0)
+    const kt_variant *v = kt_registry_find_source(name, hash);
+    if (!v)
       continue; /* from a variant set that has since been regenerated */
     /* Distributions count only from current rows: a stale one would leave
      * every current variant short of a distribution, and nothing ranked. */
@@ -617,8 +617,9 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     const char *fam = (const char *)sqlite3_column_text(st, 0);
     const char *key = (const char *)sqlite3_column_text(st, 1);
-    const kt_variant *v = kt_registry_find((const char *)sqlite3_column_text(st, 7));
-    if (!v || strcmp(v->source_hash, (const char *)sqlite3_column_text(st, 8)) != 0)
+    const kt_variant *v =
+      kt_registry_find_source((const char *)sqlite3_column_text(st, 7), (const char *)sqlite3_column_text(st, 8));
+    if (!v)
       continue; /* regenerated since: never dispatch it */
     const kt_family_ops *ops = kt_family_find(fam);
     if (!ops || v->family != ops->id)
@@ -752,9 +753,9 @@ int kt_db_devices(kt_db *db, const char *gen_version, kt_db_device **out, int *c
   if (step == SQLITE_DONE && (step = sqlite3_prepare_v2(db->h, q, -1, &st, NULL)) == SQLITE_OK) {
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
       const char *fp = (const char *)sqlite3_column_text(st, 0);
-      const kt_variant *v = kt_registry_find((const char *)sqlite3_column_text(st, 2));
-      const int current = v && strcmp((const char *)sqlite3_column_text(st, 1), gen_version) == 0 &&
-                          strcmp((const char *)sqlite3_column_text(st, 3), v->source_hash) == 0;
+      const kt_variant *v =
+        kt_registry_find_source((const char *)sqlite3_column_text(st, 2), (const char *)sqlite3_column_text(st, 3));
+      const int current = v && strcmp((const char *)sqlite3_column_text(st, 1), gen_version) == 0;
       const long long rows = sqlite3_column_int64(st, 4);
       for (int i = 0; i < n; ++i)
         if (strcmp(d[i].fingerprint, fp) == 0) {
@@ -882,14 +883,18 @@ int kt_db_export(kt_db *db, const char *device_fp, FILE *out, char *err, size_t 
       fprintf(out, "\"sources\":[");
       int i = 0;
       while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        const kt_variant *v = kt_registry_find((const char *)sqlite3_column_text(st, 0));
-        if (!v)
-          continue;
-        sqlite3_reset(obj);
-        bind_text(obj, 1, v->name);
-        bind_text(obj, 2, v->source_hash);
-        if (sqlite3_step(obj) == SQLITE_ROW)
-          fprintf(out, "%s\n%s", i++ ? "," : "", (const char *)sqlite3_column_text(obj, 0));
+        /* One per target the variant is built for: each has its source. */
+        const char *name = (const char *)sqlite3_column_text(st, 0);
+        for (int k = 0; k < kt_registry_count; ++k) {
+          const kt_variant *v = &kt_registry[k];
+          if (strcmp(v->name, name) != 0)
+            continue;
+          sqlite3_reset(obj);
+          bind_text(obj, 1, v->name);
+          bind_text(obj, 2, v->source_hash);
+          if (sqlite3_step(obj) == SQLITE_ROW)
+            fprintf(out, "%s\n%s", i++ ? "," : "", (const char *)sqlite3_column_text(obj, 0));
+        }
       }
       fprintf(out, "\n]}\n");
       rc = rc == SQLITE_DONE ? SQLITE_OK : rc;

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cuda_runtime_api.h>
@@ -73,14 +74,26 @@ int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
   return KT_OK;
 }
 
+/* The newest target wins: on an sm_90 GPU of an "sm_80 sm_90" build, the
+ * sm_90 code (its own SASS, the cluster variants); on an sm_86 GPU, the
+ * sm_80 SASS; on a GPU newer than every target, the newest one's PTX. */
+int kt_device_target(const kt_device_info *d)
+{
+  int best = 0;
+  for (int i = 0; i < kt_registry_target_count; ++i) {
+    const kt_target *t = &kt_registry_targets[i];
+    if ((t->exact ? t->cc == d->cc : t->cc <= d->cc) && t->cc > best)
+      best = t->cc;
+  }
+  return best;
+}
+
 int kt_device_supported(const kt_device_info *d, char *err, size_t errlen)
 {
-  int target = 0;
-  sscanf(kt_registry_target, "sm_%d", &target);
-  if (d->cc >= target)
+  if (kt_device_target(d))
     return KT_OK;
-  snprintf(err, errlen, "%s is sm_%d, but this build's kernels are for %s and newer: build ktune with ARCH=sm_%d",
-           d->name, d->cc, kt_registry_target, d->cc);
+  snprintf(err, errlen, "%s is sm_%d, but this build's kernels are for %s, none of which it can run: build ktune with "
+           "ARCHS=sm_%d (or a list with it)", d->name, d->cc, kt_registry_target, d->cc);
   return KT_ERR_UNSUPPORTED_DEVICE;
 }
 

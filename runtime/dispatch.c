@@ -14,18 +14,35 @@
 #include "kt_internal.h"
 #include "registry.h"
 
-const kt_variant *kt_registry_find(const char *name)
+const kt_variant *kt_registry_find(const char *name, const kt_device_info *d)
 {
   if (!name)
     return NULL;
+  const int target = d ? kt_device_target(d) : 0;
   for (int i = 0; i < kt_registry_count; ++i)
-    if (strcmp(kt_registry[i].name, name) == 0)
+    if ((!d || kt_registry[i].target == target) && strcmp(kt_registry[i].name, name) == 0)
       return &kt_registry[i];
   return NULL;
 }
 
+const kt_variant *kt_registry_find_source(const char *name, const char *source_hash)
+{
+  if (!name || !source_hash)
+    return NULL;
+  for (int i = 0; i < kt_registry_count; ++i)
+    if (strcmp(kt_registry[i].name, name) == 0 && strcmp(kt_registry[i].source_hash, source_hash) == 0)
+      return &kt_registry[i];
+  return NULL;
+}
+
+/* A fat build holds, for one variant, an entry per target: a GPU takes
+ * those of its own target only, so that it never runs a variant that was
+ * built for a newer target alone (the sm_90 cluster kernels on an sm_80
+ * GPU), nor the older target's code and facts where its own are built. */
 int kt_variant_runs_on(const kt_variant *v, const kt_device_info *d)
 {
+  if (v->target != kt_device_target(d))
+    return 0;
   if (v->min_cc > d->cc || v->threads > 1024)
     return 0;
   if (v->cluster > 1 && !d->cluster_launch)

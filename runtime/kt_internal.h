@@ -51,6 +51,10 @@ KT_INTERNAL int kt_device_query(int ordinal, kt_device_info *out, char *err, siz
  * with the device and the build's target in err. */
 KT_INTERNAL int kt_device_supported(const kt_device_info *d, char *err, size_t errlen);
 
+/* The build target whose kernels d runs: the newest of kt_registry_targets
+ * that it can run (see kt_target); its cc, or 0 when it can run none. */
+KT_INTERNAL int kt_device_target(const kt_device_info *d);
+
 /* Fill d->fingerprint from name, compute capability, SM count and memory. */
 KT_INTERNAL void kt_device_fingerprint(kt_device_info *d);
 
@@ -126,10 +130,20 @@ KT_INTERNAL const char *kt_family_name(kt_family f);
 
 /* ---- registry look-ups (dispatch.c) ------------------------------------ */
 
-KT_INTERNAL const kt_variant *kt_registry_find(const char *name);
+/* The entry of this name for the target that d runs (kt_device_target); with
+ * d NULL, the first of any target (for what all a name's entries share: its
+ * family, algorithm, parameters, launcher).  NULL when there is none. */
+KT_INTERNAL const kt_variant *kt_registry_find(const char *name, const kt_device_info *d);
+/* The entry of this name and source hash (unique: a hash is per target);
+ * what a database row was measured with, if this build has it.  A GPU's
+ * rows name its own target's entries, unless they were measured with
+ * another build's targets (an sm_80-only build on an H100): those rank, but
+ * kt_variant_runs_on keeps them from being dispatched. */
+KT_INTERNAL const kt_variant *kt_registry_find_source(const char *name, const char *source_hash);
 
-/* May v run on d at all (compute capability, clusters, threads, its fixed
- * shared memory)?  What a particular call needs is its family's question. */
+/* May v run on d at all (its target is d's, compute capability, clusters,
+ * threads, its fixed shared memory)?  What a particular call needs is its
+ * family's question. */
 KT_INTERNAL int kt_variant_runs_on(const kt_variant *v, const kt_device_info *d);
 
 /* ---- db.c --------------------------------------------------------------- */

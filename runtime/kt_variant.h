@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
-#define KT_ABI_VERSION 4
+#define KT_ABI_VERSION 5
 
 #ifdef __cplusplus
 extern "C" {
@@ -88,10 +88,27 @@ typedef struct kt_param {
   const char *value;
 } kt_param;
 
+/* A target the build compiled kernels for (ARCHS).  A GPU runs the code of
+ * every target of compute capability cc or older (the SASS of its own
+ * major version, the PTX, which every build embeds, of any), or, when
+ * exact (sm_90a), only a GPU of exactly cc.  A build has one target per cc. */
+typedef struct kt_target {
+  const char *name; /* "sm_90" */
+  int cc;           /* compute capability x 10 */
+  int exact;
+} kt_target;
+
+/* One entry per variant and target: a variant built for sm_80 and sm_90 has
+ * two, with one launcher (its object holds the code of both) and the facts
+ * that each target's space derived (blocks per SM, the defaults' ranks...),
+ * and its source hash for that target, which keys its measurements.  A GPU
+ * uses the entries of one target, kt_device_target's; a name is unique
+ * among them. */
 typedef struct kt_variant {
   const char *name; /* file, kernel symbol, registry and database key */
   kt_family family;
   const char *algo;       /* the kernel within its family's template */
+  int target;             /* cc of the build target these facts are for */
   const kt_param *params; /* parameter values, in the space's order */
   int nparams;
   int threads;             /* per block */
@@ -108,7 +125,8 @@ typedef struct kt_variant {
   int blocks_per_sm;       /* the space's estimate of blocks resident on one
                               multiprocessor of the target; 0 = unknown */
   int default_rank;        /* 0, or preference among the untuned defaults */
-  const char *source_hash; /* FNV-1a 64 of the generated source */
+  const char *source_hash; /* FNV-1a 64 of the source a build for this target
+                              alone generates, less licence line and guard */
   kt_launch_fn launch;
 } kt_variant;
 

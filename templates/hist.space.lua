@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- templates/hist.space.lua: the parameter space of the histogram family.
 --
 -- bins[clamp(s, 0, nbins - 1)] += 1 for every int32 sample s; uint32

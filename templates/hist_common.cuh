@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* templates/hist_common.cuh: what the histogram kernels share.
  *
  * Included by every generated histogram .cu (templates/hist_*.cu.tpl), which

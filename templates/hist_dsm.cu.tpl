@@ -1,8 +1,8 @@
+@ -- SPDX-License-Identifier: MIT
 @ -- templates/hist_dsm.cu.tpl: the histogram family's distributed-shared-memory
-@ -- (cluster) kernel.  bins[clamp(s, 0, nbins - 1)] += 1 for every sample;
-@ -- the output is overwritten.  The space (templates/hist.space.lua) sets the
-@ -- values used below; templates/hist_common.cuh holds what the histogram
-@ -- kernels share.
+@ -- (cluster) kernel.  bins[clamp(s, 0, nbins - 1)] += 1 for every sample; the
+@ -- output is overwritten.  The space (templates/hist.space.lua) sets the values
+@ -- used below; templates/hist_common.cuh holds what the histogram kernels share.
 #include "kt_launch.h"
 #include "hist_common.cuh"
 #include <cooperative_groups.h>

@@ -1,7 +1,7 @@
+@ -- SPDX-License-Identifier: MIT
 @ -- templates/hist_global.cu.tpl: the histogram family's global-atomics kernel.
-@ -- bins[clamp(s, 0, nbins - 1)] += 1 for every sample; the output is
-@ -- overwritten.  The space (templates/hist.space.lua) sets the values used
-@ -- below; templates/hist_common.cuh holds what the histogram kernels share.
+@ -- bins[clamp(s, 0, nbins - 1)] += 1 for every sample; the output is overwritten.  The space
+@ -- (templates/hist.space.lua) sets the values used below; templates/hist_common.cuh holds what they share.
 #include "kt_launch.h"
 #include "hist_common.cuh"
 

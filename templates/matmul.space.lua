@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- templates/matmul.space.lua: the parameter space of the matmul family.
 --
 -- C = alpha * A * B + beta * C, row-major fp32, any M, N, K >= 1.

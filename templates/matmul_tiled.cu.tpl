@@ -1,7 +1,7 @@
-@ -- templates/matmul_tiled.cu.tpl: the matmul family's tiled kernel (the
-@ -- Programming Guide's), C = alpha * A * B + beta * C.  Row-major fp32 with
-@ -- leading dimensions; any M, N, K >= 1.  The space
-@ -- (templates/matmul.space.lua) sets the values used below.
+@ -- SPDX-License-Identifier: MIT
+@ -- templates/matmul_tiled.cu.tpl: the matmul family's tiled kernel (the Programming
+@ -- Guide's), C = alpha * A * B + beta * C.  Row-major fp32 with leading dimensions; any
+@ -- M, N, K >= 1.  The space (templates/matmul.space.lua) sets the values used below.
 #include "kt_launch.h"
 
 /*

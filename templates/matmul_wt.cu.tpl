@@ -1,7 +1,7 @@
-@ -- templates/matmul_wt.cu.tpl: the matmul family's warp-tiled kernel,
-@ -- C = alpha * A * B + beta * C.  Row-major fp32 with leading dimensions;
-@ -- any M, N, K >= 1.  The space (templates/matmul.space.lua) sets the values
-@ -- used below.
+@ -- SPDX-License-Identifier: MIT
+@ -- templates/matmul_wt.cu.tpl: the matmul family's warp-tiled kernel, C = alpha * A * B + beta * C.
+@ -- Row-major fp32 with leading dimensions; any M, N, K >= 1.  The space (templates/matmul.space.lua)
+@ -- sets the values used below.
 #include "kt_launch.h"
 
 /*

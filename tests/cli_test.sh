@@ -18,22 +18,8 @@ trap 'rm -rf "$work"' EXIT
 export XDG_DATA_HOME=$work/data
 unset KTUNE_DB KTUNE_LOG
 
-n=0
-failed=0
-ok() {
-  n=$((n + 1))
-  echo "ok $n - $1"
-}
-not_ok() {
-  n=$((n + 1))
-  failed=$((failed + 1))
-  echo "not ok $n - $1"
-  for f in "$work/stdout" "$work/stderr"; do sed "s/^/#   $(basename "$f"): /" "$f"; done
-}
-skip() {
-  n=$((n + 1))
-  echo "ok $n - $1 # SKIP $2"
-}
+. tests/tap.sh
+TAP_SHOW="$work/stdout $work/stderr" # what a failed check shows
 # run ARGS...: ktune's exit status in $rc, its output in $work/stdout and stderr.
 run() {
   "$ktune" "$@" >"$work/stdout" 2>"$work/stderr"

@@ -289,7 +289,13 @@ end
 -- The DO-NOT-EDIT block at the top of a generated .cu; then the prologue
 -- that the generator writes (the ABI guard), up to the first #line; then the
 -- body, the expanded template.
+local SPDX = "/* SPDX-License-Identifier: MIT */\n"
+local function without_spdx(text)
+  return text:sub(1, #SPDX) == SPDX and text:sub(#SPDX + 1) or text
+end
 local function parse_header(text)
+  if text:sub(1, #SPDX) ~= SPDX then return nil end -- the licence line comes first
+  text = text:sub(#SPDX + 1)
   local block = text:match("^(/%*.-%*/)\n")
   if not block then return nil end
   local h = { params = {} }
@@ -314,14 +320,14 @@ end
 -- registry.c: one table per entry, by name (a name seen twice is counted).
 local function parse_registry(text)
   local entries, seen = {}, {}
-  for name in text:gmatch('%.name = "([^"]*)"') do seen[name] = (seen[name] or 0) + 1 end
+  for name in text:gmatch('%.name = "([^"]*)", %.family') do seen[name] = (seen[name] or 0) + 1 end
   for name, fields in text:gmatch('%{ %.name = "([^"]*)",(.-) %},\n') do
     local e = { name = name }
     for field, value in fields:gmatch("%.([%w_]+) = ([^,]+)") do e[field] = value:gsub('^"(.*)"$', "%1") end
     e.params = {}
     local list = text:match("static const kt_param params_" .. name .. "%[%] = %{ (.-) %};\n")
     for p, v in (list or ""):gmatch('%{ "([^"]*)", "([^"]*)" %}') do e.params[#e.params + 1] = { p, v } end
-    entries[name] = e
+    if e.family then entries[name] = e end -- not a row of kt_registry_targets
   end
   return entries, seen
 end
@@ -1116,7 +1122,7 @@ describe("ktgen", function()
         local h = parse_header(f.text)
         local want = {}
         for inc in read(h.template):gmatch('\n#include "([%w_]+%.cuh)"') do
-          want["templates/" .. inc] = fnv1a64(assert(read("templates/" .. inc)))
+          want["templates/" .. inc] = fnv1a64(without_spdx(assert(read("templates/" .. inc))))
         end
         if count(want) > 0 then checked = checked + 1 end
         if table.concat(sorted_keys(want), " ") ~= table.concat(sorted_keys(h.includes), " ") then
@@ -1201,7 +1207,9 @@ describe("ktgen", function()
           if e then
             check(e.source_hash and e.source_hash:match("^" .. ("%x"):rep(16) .. "$") and
               e.source_hash == e.source_hash:lower(), where .. "hash is not 16 lowercase hex digits")
-            check(e.source_hash == fnv1a64(f.text), where .. "source_hash is not FNV-1a of the file")
+            local code = without_spdx(f.text):gsub(escape_pattern(registry.abi_guard()), "", 1)
+            check(e.source_hash == fnv1a64(code), where .. "source_hash is not FNV-1a of the file " ..
+              "less its licence line and ABI guard")
             check(e.launch == "kt_launch_" .. name, where .. "launch = " .. tostring(e.launch))
             check(e.family == FAMILY_ENUM[f.family], where .. "family = " .. tostring(e.family))
             local h = parse_header(f.text)
@@ -1357,6 +1365,161 @@ describe("ktgen", function()
       ktgen_ok("--arch sm_90 --out " .. dir .. "/out --quiet")
       ktgen_ok("--arch sm_80 --out " .. dir .. "/out --quiet")
       assert.are.same({}, tree_diff(tree(dir .. "/fresh"), tree(dir .. "/out")))
+    end)
+  end)
+
+  -- A build for several targets (make ARCHS="sm_80 sm_90"): one file per
+  -- variant, compiled for the targets that keep it; per target, the
+  -- registry entries that a build for that target alone has.
+  describe("several targets", function()
+    -- The single-target builds into the same folder first: the command in
+    -- a header names the folder, and so enters the source hash.
+    local MULTI -- { dir, files, stdout }
+    local SINGLE = {} -- arch -> { files = tree }
+    setup(function()
+      MULTI = { dir = ROOT .. "/multi" }
+      for _, arch in ipairs({ "sm_80", "sm_90" }) do
+        ktgen_ok("--arch " .. arch .. " --out " .. MULTI.dir .. " --quiet")
+        SINGLE[arch] = { files = tree(MULTI.dir) }
+      end
+      MULTI.stdout = ktgen_ok("--arch sm_90,sm_80 --out " .. MULTI.dir)
+      MULTI.files = tree(MULTI.dir)
+    end)
+
+    -- Registry entries as a list (a name has one per target).
+    local function entries_of(text)
+      local out = {}
+      for name, fields in text:gmatch('%{ %.name = "([^"]*)",(.-) %},\n') do
+        local e = { name = name }
+        for field, value in fields:gmatch("%.([%w_]+) = ([^,]+)") do e[field] = value:gsub('^"(.*)"$', "%1") end
+        if e.family then out[#out + 1] = e end -- not kt_registry_targets'
+      end
+      return out
+    end
+    -- What follows the DO-NOT-EDIT block: the ABI guard and the kernel.
+    local function code_of(text)
+      return without_spdx(text):match("^/%*.-%*/\n(.*)$")
+    end
+
+    it("writes each variant once, for the targets whose spaces keep it, with the code each of them generates", function()
+      local problems, shared = {}, 0
+      local want = {} -- path -> list of targets
+      for _, arch in ipairs({ "sm_80", "sm_90" }) do
+        for path in pairs(SINGLE[arch].files) do
+          if path:match("%.cu$") then
+            want[path] = want[path] or {}
+            table.insert(want[path], arch)
+          end
+        end
+      end
+      for path, archs in pairs(want) do
+        local text = MULTI.files[path]
+        local h = text and parse_header(text)
+        if not h then
+          problems[#problems + 1] = path .. ": missing or without a header"
+        else
+          if h.target ~= table.concat(archs, " ") then
+            problems[#problems + 1] = path .. ": target " .. tostring(h.target) .. ", kept by " .. table.concat(archs, " ")
+          end
+          for _, arch in ipairs(archs) do
+            if code_of(text) ~= code_of(SINGLE[arch].files[path]) then
+              problems[#problems + 1] = path .. ": code differs from the " .. arch .. " build's"
+            end
+          end
+          if #archs > 1 then shared = shared + 1 end
+        end
+      end
+      for path in pairs(MULTI.files) do
+        if path:match("%.cu$") and not want[path] then problems[#problems + 1] = path .. ": kept by no target" end
+      end
+      assert.is_true(shared > 0, "no variant is shared by sm_80 and sm_90")
+      assert.are.same({}, problems)
+    end)
+
+    it("registers each variant once per target, with that target's facts and source hash, newest target first", function()
+      local all = entries_of(MULTI.files["registry.c"])
+      local problems, last_cc = {}, math.huge
+      for _, arch in ipairs({ "sm_80", "sm_90" }) do
+        local cc = targets.get(arch).cc
+        local single = parse_registry(SINGLE[arch].files["registry.c"])
+        local seen = {}
+        for _, e in ipairs(all) do
+          if tonumber(e.target) == cc then
+            seen[e.name] = true
+            local s1 = single[e.name]
+            if not s1 then
+              problems[#problems + 1] = arch .. " " .. e.name .. ": not in the " .. arch .. " build"
+            else
+              for field, value in pairs(s1) do
+                if field ~= "params" and e[field] ~= value then
+                  problems[#problems + 1] = ("%s %s: %s = %s, the %s build has %s"):format(
+                    arch, e.name, field, tostring(e[field]), arch, tostring(value))
+                end
+              end
+            end
+          end
+        end
+        for name in pairs(single) do
+          if not seen[name] then problems[#problems + 1] = arch .. " " .. name .. ": no entry" end
+        end
+      end
+      for _, e in ipairs(all) do
+        if tonumber(e.target) > last_cc then problems[#problems + 1] = e.name .. ": an older target's entry first" end
+        last_cc = tonumber(e.target)
+      end
+      local text = MULTI.files["registry.c"]
+      assert.is_truthy(text:find('{ .name = "sm_80", .cc = 80, .exact = 0 }', 1, true))
+      assert.is_truthy(text:find('{ .name = "sm_90", .cc = 90, .exact = 0 }', 1, true))
+      assert.is_truthy(text:find('kt_registry_target[] = "sm_80 sm_90";', 1, true))
+      assert.are.same({}, problems)
+    end)
+
+    it("lists in variants.mk the variants of each target, and the arch list", function()
+      local mk = MULTI.files["variants.mk"]:gsub("\\\n", " ")
+      for _, arch in ipairs({ "sm_80", "sm_90" }) do
+        local want = parse_variants_mk(SINGLE[arch].files["variants.mk"])
+        local got = {}
+        for item in (mk:match("KT_TARGET_VARIANTS_" .. arch .. " := ([^\n]*)") or ""):gmatch("%S+") do got[item] = true end
+        assert.are.same(want, got)
+      end
+      assert.is_truthy(mk:find("KT_GENERATED_ARCH := sm_80 sm_90\n", 1, true))
+    end)
+
+    it("is reproduced by the command written in every header", function()
+      local commands = {}
+      for path, text in pairs(MULTI.files) do
+        if path:match("%.cu$") then commands[parse_header(text).command] = true end
+      end
+      assert.are.same({ ["lua5.4 generator/ktgen.lua --arch sm_80,sm_90 --out " .. MULTI.dir] = true }, commands)
+      local out = ktgen_ok("--arch 'sm_80 sm_90' --out " .. MULTI.dir)
+      assert.is_truthy(out:find("(0 file(s) rewritten)", 1, true), out)
+    end)
+
+    it("--check reports each family for each target and writes nothing", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local out = ktgen_ok("--arch sm_80,sm_90 --check --out " .. dir .. "/out")
+      for _, family in ipairs(FAMILIES) do
+        for _, arch in ipairs({ "sm_80", "sm_90" }) do
+          assert.is_truthy(out:find(family .. ": %d+ variants kept, %d+ dropped %(target " .. arch .. "%)"), out)
+        end
+      end
+      assert.is_false(exists(dir .. "/out"))
+    end)
+
+    it("refuses an unknown target, or two of one compute capability, with one message, writing nothing", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      for list, msg in pairs({ ["sm_80,sm_75x"] = "'sm_75x' is not a target",
+                               ["sm_100"] = "'sm_100' is not a target",
+                               ["sm_90,sm_90a"] = "sm_90 and sm_90a are both compute capability 9.0" }) do
+        local code, _, err = ktgen("--arch " .. list .. " --out " .. dir .. "/out")
+        assert.are.equal(2, code)
+        assert.is_truthy(err:find(msg, 1, true), err)
+        local _, lines = err:gsub("ktgen: ", "")
+        assert.are.equal(1, lines, err)
+        assert.is_false(exists(dir .. "/out"))
+      end
     end)
   end)
 

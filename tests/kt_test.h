@@ -183,11 +183,22 @@ static inline kt_device_info kt_test_device(const char *name, int cc, int cluste
 
 typedef int (*kt_test_pred)(const kt_variant *v);
 
-/* The nth (0-based) registry variant with the property, or NULL. */
+/* The nth (0-based) registry variant with the property, or NULL: the entry
+ * of the newest target that has it (they come first), the one a test
+ * device of cc 90 uses when the build has sm_90. */
 static inline const kt_variant *kt_test_nth(kt_test_pred pred, int nth)
 {
   for (int i = 0; i < kt_registry_count; ++i)
-    if (pred(&kt_registry[i]) && nth-- == 0)
+    if (kt_registry_find(kt_registry[i].name, NULL) == &kt_registry[i] && pred(&kt_registry[i]) && nth-- == 0)
+      return &kt_registry[i];
+  return NULL;
+}
+
+/* Like kt_test_nth, among the entries that device d uses (its target's). */
+static inline const kt_variant *kt_test_nth_on(const kt_device_info *d, kt_test_pred pred, int nth)
+{
+  for (int i = 0; i < kt_registry_count; ++i)
+    if (kt_registry[i].target == kt_device_target(d) && pred(&kt_registry[i]) && nth-- == 0)
       return &kt_registry[i];
   return NULL;
 }
@@ -197,6 +208,12 @@ static inline const kt_variant *kt_test_need(kt_test_pred pred, int nth, const c
 {
   const kt_variant *v = kt_test_nth(pred, nth);
   cr_assert_not_null(v, "the registry has no variant #%d that is %s", nth, what);
+  return v;
+}
+static inline const kt_variant *kt_test_need_on(const kt_device_info *d, kt_test_pred pred, int nth, const char *what)
+{
+  const kt_variant *v = kt_test_nth_on(d, pred, nth);
+  cr_assert_not_null(v, "the registry has no variant #%d for %s's target that is %s", nth, d->name, what);
   return v;
 }
 

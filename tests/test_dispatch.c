@@ -185,7 +185,7 @@ static kt_choice hist_choice(kt_context *ctx, long long nbins, unsigned long lon
 /* The variant a choice names, which must exist in the registry. */
 static const kt_variant *chosen(const kt_choice *c)
 {
-  const kt_variant *v = kt_registry_find(c->variant);
+  const kt_variant *v = kt_registry_find(c->variant, NULL);
   cr_assert_not_null(v, "the choice names '%s', which is not in the registry", c->variant);
   return v;
 }
@@ -401,7 +401,8 @@ static void tune_hist(const char *path, const kt_device_info *dev, long long nbi
 
 static void assert_hist_winner_serves(const kt_device_info *dev, const kt_choice *c, long long nbins)
 {
-  const kt_variant *v = chosen(c);
+  const kt_variant *v = kt_registry_find(c->variant, dev); /* dev's target's entry */
+  cr_assert_not_null(v, "the choice names '%s', which %s has no entry of", c->variant, dev->name);
   cr_assert(kt_hist_max_nbins(v, dev) >= nbins, "%s (at most %lld bins) chosen for %lld bins", v->name,
             kt_hist_max_nbins(v, dev), nbins);
   cr_assert(kt_hist_serves(v, dev, nbins), "%s chosen but cannot serve %lld bins", v->name, nbins);
@@ -496,6 +497,10 @@ Test(dispatch, no_sm90_variant_on_sm80)
    * the sm_90 variants out. */
   kt_device_info sm80 = kt_test_device("Test GPU sm80", 80, 1);
   kt_device_info sm90 = kt_test_device("Test GPU sm80", 90, 1);
+  if (!kt_device_target(&sm80))
+    cr_skip_test("this build has no target that an sm_80 GPU runs (ARCHS=%s)", kt_registry_target);
+  if (kt_device_target(&sm90) < 90)
+    cr_skip_test("this build has no sm_90 target (ARCHS=%s): no variant needs more than sm_80", kt_registry_target);
   int newer = 0;
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
@@ -520,7 +525,7 @@ Test(dispatch, no_sm90_variant_on_sm80)
   kt_test_path(path, sizeof path, "tune.db");
   const kt_variant *v[3] = {kt_test_need(kt_test_is_hist_sm90_no_cluster, 0, "hist with min_cc 90, no cluster"),
                             kt_test_need(kt_test_is_hist_cluster, 0, "hist with cluster > 1 and min_cc 90"),
-                            kt_test_need(kt_test_is_hist_smem, 0, "hist smem")};
+                            kt_test_need_on(&sm80, kt_test_is_hist_smem, 0, "hist smem")};
   tune_hist(path, &sm80, 4096, v, 3);
   kt_context *ctx = open_described(&sm80, path, NULL);
   cr_assert_eq(kt_tuned_count(ctx), 1);

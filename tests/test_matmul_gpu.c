@@ -114,13 +114,13 @@ Test(matmul_gpu, kt_matmul_is_correct_through_dispatch_aligned_and_misaligned)
   char v1[96], v2[96];
   double e1 = dispatched(ctx, 333, 271, 517, 0, 1.0f, 0.5f, v1);
   cr_expect(e1 <= 1.0, "aligned call via %s: error %.3g x the bound", v1, e1);
-  const kt_variant *va = kt_registry_find(v1);
+  const kt_variant *va = kt_registry_find(v1, NULL);
   cr_assert_not_null(va);
   cr_expect_eq(va->align, 4, "an aligned call went to %s (align %d), not a float4 variant", v1, va->align);
   /* One float off: 16-byte vector variants cannot serve it. */
   double e2 = dispatched(ctx, 333, 271, 517, 1, 2.0f, -1.0f, v2);
   cr_expect(e2 <= 1.0, "misaligned call via %s: error %.3g x the bound", v2, e2);
-  const kt_variant *v = kt_registry_find(v2);
+  const kt_variant *v = kt_registry_find(v2, NULL);
   cr_assert_not_null(v);
   cr_expect_eq(v->align, 1, "a misaligned call went to %s (align %d)", v2, v->align);
   kt_close(ctx);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/test_multi_gpu.c: one context on every visible GPU, and every
  * family run there through the public API.  Per-device setup (shared-memory
  * opt-in, occupancy, scratch pools) must happen on each device, not once per

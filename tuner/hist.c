@@ -184,7 +184,7 @@ static void report_row(const char *key, const kt_tune_run *runs, int nruns, cons
     double best = 0;
     for (int j = 0; j < run->n; ++j) {
       const kt_tune_result *x = &run->results[j];
-      const kt_variant *v = kt_registry_find(x->variant);
+      const kt_variant *v = kt_registry_find(x->variant, NULL);
       if (v && kt_tune_hist_guide_layout(v) && !strcmp(x->status, "ok") && x->m.rate > best)
         best = x->m.rate;
     }

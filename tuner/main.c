@@ -37,6 +37,28 @@ static const char *family_names(void)
   return buf;
 }
 
+/* The name of the build target of compute capability cc. */
+static const char *target_name(int cc)
+{
+  for (int i = 0; i < kt_registry_target_count; ++i)
+    if (kt_registry_targets[i].cc == cc)
+      return kt_registry_targets[i].name;
+  return "?";
+}
+
+/* Variants, each counted once whatever its targets. */
+static int variant_count(void)
+{
+  int n = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    int j = 0;
+    while (j < i && strcmp(kt_registry[j].name, kt_registry[i].name) != 0)
+      ++j;
+    n += j == i;
+  }
+  return n;
+}
+
 static void list_usage(void)
 {
   printf("usage: ktune list [--json] [FAMILY]\n"
@@ -44,8 +66,11 @@ static void list_usage(void)
          "The kernel variants in this build, with their parameters.\n"
          "\n"
          "  FAMILY      only this family's variants: %s; default: every family's\n"
-         "  --json      one JSON object instead of the table: generator, target, and\n"
-         "              variants: [{name, family, algo, threads, cluster, smem, min_cc, params: {KEY: VALUE}}]\n"
+         "  --json      one JSON object instead of the table: generator, target (the build's\n"
+         "              targets), and variants: [{name, family, algo, target, threads, cluster, smem,\n"
+         "              min_cc, params: {KEY: VALUE}}]\n"
+         "One row per variant and target: a variant built for several targets (ARCHS) has a row\n"
+         "for each, and one that only a newer target keeps (sm_90's clusters) has only its own.\n"
          "  -h, --help  print this help and exit\n",
          family_names());
 }
@@ -84,8 +109,8 @@ static int list(int argc, char **argv)
     if (only && v->family != only->id)
       continue;
     if (!json) {
-      printf("%-36s %-6s %-6s threads %4d cluster %2d smem %6d", v->name, kt_family_name(v->family), v->algo,
-             v->threads, v->cluster, v->smem_static + v->smem_dynamic);
+      printf("%-36s %-6s %-6s %-6s threads %4d cluster %2d smem %6d", v->name, kt_family_name(v->family), v->algo,
+             target_name(v->target), v->threads, v->cluster, v->smem_static + v->smem_dynamic);
       for (int p = 0; p < v->nparams; ++p)
         printf(" %s=%s", v->params[p].key, v->params[p].value);
       printf("\n");
@@ -97,6 +122,8 @@ static int list(int argc, char **argv)
     kt_cli_json_string(stdout, kt_family_name(v->family));
     printf(", \"algo\": ");
     kt_cli_json_string(stdout, v->algo);
+    printf(", \"target\": ");
+    kt_cli_json_string(stdout, target_name(v->target));
     printf(", \"threads\": %d, \"cluster\": %d, \"smem\": %d, \"min_cc\": %d, \"params\": {", v->threads, v->cluster,
            v->smem_static + v->smem_dynamic, v->min_cc);
     for (int p = 0; p < v->nparams; ++p) {
@@ -284,8 +311,8 @@ int main(int argc, char **argv)
     return 0;
   }
   if (!strcmp(argv[1], "--version")) {
-    printf("ktune %s\nkernels for %s and newer, generator %s, %d variants\n", kt_version(), kt_registry_target,
-           kt_registry_generator_version, kt_registry_count);
+    printf("ktune %s\nkernels for %s (each GPU runs those of the newest target it can), generator %s, %d variants\n",
+           kt_version(), kt_registry_target, kt_registry_generator_version, variant_count());
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; ++i)

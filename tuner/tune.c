@@ -458,14 +458,17 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
       fprintf(stderr, "  GPU %d: %s (driver %d, runtime %d)\n", groups[g].gpus[k], groups[g].dev.fingerprint,
               groups[g].dev.driver_version, groups[g].dev.runtime_version);
 
-  /* The variants of each family. */
+  /* The variants of each family, as built for these GPUs' target (GPUs of
+   * one kind: one target). */
   const kt_variant **vs[KT_TUNE_MAX_FAMILIES];
   int nv[KT_TUNE_MAX_FAMILIES];
+  const int target = kt_device_target(&groups[0].dev);
   for (int f = 0; f < nf; ++f) {
     vs[f] = calloc((size_t)kt_registry_count + 1, sizeof *vs[f]);
     nv[f] = 0;
     for (int i = 0; vs[f] && i < kt_registry_count; ++i)
-      if (kt_registry[i].family == kt_tune_families[f]->id && kt_tune_selected(o->variants, kt_registry[i].name))
+      if (kt_registry[i].family == kt_tune_families[f]->id && kt_registry[i].target == target &&
+          kt_tune_selected(o->variants, kt_registry[i].name))
         vs[f][nv[f]++] = &kt_registry[i];
   }
 

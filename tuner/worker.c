@@ -80,7 +80,7 @@ int kt_worker_main(int argc, char **argv)
   }
   double best = INFINITY;
   for (int i = 6; i < argc; ++i) {
-    const kt_variant *v = kt_registry_find(argv[i]);
+    const kt_variant *v = kt_registry_find(argv[i], &dev);
     printf("START %s\n", argv[i]);
     fflush(stdout);
     kt_tune_result r;
