@@ -126,7 +126,7 @@ ifneq ($(KT_GENERATED_ARCH)|$(KT_GENERATED_ONLY)|$(KT_GENERATED_NO_PRUNE),$(ARCH
 FORCE_GEN := FORCE
 endif
 
-VARIANTS := $(KT_VARIANTS_matmul) $(KT_VARIANTS_hist)
+VARIANTS := $(KT_VARIANTS_matmul) $(KT_VARIANTS_hist) $(KT_VARIANTS_gemm)
 VARIANT_OBJS := $(VARIANTS:%=build/obj/%.o)
 FAMILIES := $(sort $(patsubst %/,%,$(dir $(VARIANTS))))
 RUNTIME_SRCS := $(wildcard runtime/*.c)
@@ -221,6 +221,10 @@ build/obj/%.o: generated/%.cu runtime/kt_variant.h runtime/kt_launch.h
 	  -c $< -o $@ 2> $(@:.o=.ptxas) || { cat $(@:.o=.ptxas) >&2; exit 1; }
 $(KT_VARIANTS_matmul:%=build/obj/%.o): $(KT_INCLUDES_matmul)
 $(KT_VARIANTS_hist:%=build/obj/%.o): $(KT_INCLUDES_hist)
+$(KT_VARIANTS_gemm:%=build/obj/%.o): $(KT_INCLUDES_gemm)
+# wgmma and setmaxnreg exist only in sm_90a machine code (no PTX: it would
+# not run elsewhere); the generator makes these variants for sm_90 targets only.
+$(patsubst %,build/obj/%.o,$(filter gemm/gemm_wgmma_%,$(KT_VARIANTS_gemm))): GENCODE = -gencode=arch=compute_90a,code=sm_90a
 
 # The registry is the one internal that libktune.so exports (build/libktune.map).
 $(REGISTRY_OBJ): generated/registry.c generated/registry.h runtime/kt_variant.h

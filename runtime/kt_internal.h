@@ -6,7 +6,7 @@
  * look-ups), db.c (kt_db_), context.c (kt_open/kt_close and kt_context_),
  * status.c; and one module per family holding its API functions and
  * everything else the runtime knows of it: matmul.c (kt_matmul_), hist.c
- * (kt_hist_, kt_histogram).
+ * (kt_hist_, kt_histogram), gemm.c (kt_gemm_, kt_matmul_ex).
  * The tests link libktune.a and use these too; so does the ktune CLI,
  * from build/libktune_internal.a, its kernels and registry coming from
  * libktune.so (see the Makefile).
@@ -340,6 +340,14 @@ KT_INTERNAL int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, c
  * log-ratios.  Entries of other families are passed over; NULL when none. */
 KT_INTERNAL const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long long N, long long K);
 
+/* ---- gemm.c ------------------------------------------------------------- */
+KT_INTERNAL extern const kt_family_ops kt_gemm_ops;
+/* "f32", "tf32", "bf16", "f16": the type's name in variant names; "?" else. */
+KT_INTERNAL const char *kt_gemm_type_name(int type);
+/* May v serve a gemm call of this input type (kt_dtype) on d? */
+KT_INTERNAL int kt_gemm_serves(const kt_variant *v, const kt_device_info *d, int type);
+/* The tuned gemm problem nearest M x N x K (least sum of squared log-ratios). */
+KT_INTERNAL const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long N, long long K);
 /* ---- hist.c ------------------------------------------------------------- */
 
 KT_INTERNAL extern const kt_family_ops kt_hist_ops;
