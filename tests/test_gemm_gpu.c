@@ -10,6 +10,7 @@
 
 #include "gemm.h"
 #include "gpu_test.h"
+#include "matmul.h"
 
 TestSuite(gemm_gpu, .init = gpu_or_skip);
 
