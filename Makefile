@@ -329,13 +329,13 @@ build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h runtime/kt_launch.h
 	  echo "sm_80: $$(ls build/sm80/*/*.cu | wc -l) variants compile" > $@ || { rm -f $@; exit 1; }
 
 # ---- benchmarks ----------------------------------------------------------
-BENCH_BINS := build/bench_matmul build/bench_matmul_random build/bench_hist
+BENCH_BINS := build/bench_matmul build/bench_matmul_random build/bench_hist build/bench_gemm
 # The link needs the tuner's objects: list them, so that `make build/bench_x`
 # builds them and `make -j bench` never links before they exist.
 build/bench_%: bench/bench_%.cu bench/bench_common.h bench/matmul_check.cuh build/libktune.a $(TOOL_OBJS) $(wildcard tuner/*.h) \
                runtime/kt_internal.h runtime/kt_variant.h runtime/include/ktune.h
 	$(call say,NVCC,$<)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -o $@ $< \
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODE) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -Itemplates -o $@ $< \
 	  $(TOOL_OBJS) build/libktune.a -lcublas $(SQLITE_LIBS) -lpthread
 
 bench: all $(TOOL_OBJS) $(BENCH_BINS)
@@ -343,6 +343,8 @@ bench: all $(TOOL_OBJS) $(BENCH_BINS)
 	$(Q)./build/bench_matmul $(DB_ARG) --out bench/results
 	$(Q)./build/bench_matmul_random $(DB_ARG) --out bench/results
 	$(Q)./build/bench_hist $(DB_ARG) --out bench/results
+	$(Q)./build/bench_gemm $(DB_ARG) --out bench/results
+build/bench_gemm: templates/gemm_common.cuh
 
 # ---- installing ----------------------------------------------------------
 # Under $(DATADIR)/ktune: the kernels' sources, for reading what `ktune

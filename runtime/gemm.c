@@ -10,10 +10,13 @@
  * kernels are sm_90a machine code), which repacks what TMA cannot read in
  * place, else the CUDA-core fallback (algo simt), which serves all.
  *
- * Selection: the tuned gemm problem nearest the call's M x N x K (least sum
- * of squared log-ratios), and within its ranking the fastest variant that
- * serves the call's type; else the defaults.  A ranking holds the variants
- * of every type, each measured at that shape on inputs of its own type.
+ * Selection: tuned problems are keyed by shape, input type and op pair
+ * ("4096x4096x4096 bf16 nn"), each ranking the variants of its type timed
+ * on that layout.  A call takes the tuned problem of its type and op pair
+ * nearest its M x N x K (least sum of squared log-ratios; another op pair
+ * of the type, then another type, only when its own was not tuned), and
+ * within its ranking the fastest variant that serves the call's type;
+ * else the defaults.
  */
 #include <limits.h>
 #include <math.h>
@@ -54,32 +57,54 @@ int kt_gemm_serves(const kt_variant *v, const kt_device_info *d, int type)
 
 /* ---- the family's entry ------------------------------------------------ */
 
+/* A problem is a shape and a layout (dim[3], kt_gemm_layout): the key
+ * "4096x4096x4096 bf16 nt" (op(A), op(B): n or t).  The database keeps m,
+ * n and k in its size columns and the layout in the key alone. */
 static void gemm_key(const kt_problem *p, char *buf, size_t len)
 {
-  snprintf(buf, len, "%lldx%lldx%lld", p->m, p->n, p->k);
+  const long long l = p->dim[3];
+  snprintf(buf, len, "%lldx%lldx%lld %s %c%c", p->m, p->n, p->k, kt_gemm_type_name((int)(l / 4)), "nt"[(l >> 1) & 1],
+           "nt"[l & 1]);
 }
 
 static int gemm_parse(const char *s, kt_problem *out)
 {
   long long m, n, k;
-  int used = 0;
-  if (!s || sscanf(s, "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3 || s[used] != '\0' || m <= 0 || n <= 0 || k <= 0 ||
-      m > INT_MAX || n > INT_MAX || k > INT_MAX)
+  char type[8], ops[3];
+  int used = 0, t = -1;
+  if (!s || sscanf(s, "%lldx%lldx%lld %7s %2[nt]%n", &m, &n, &k, type, ops, &used) != 5 || s[used] != '\0' ||
+      strlen(ops) != 2 || m <= 0 || n <= 0 || k <= 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return KT_ERR_BAD_OPTION;
+  for (int i = 0; i < 4; ++i)
+    if (strcmp(type, type_names[i]) == 0)
+      t = i;
+  if (t < 0)
     return KT_ERR_BAD_OPTION;
   memset(out, 0, sizeof *out);
   out->family = KT_FAMILY_GEMM;
   out->m = m, out->n = n, out->k = k;
+  out->dim[3] = kt_gemm_layout(t, ops[0] == 't', ops[1] == 't');
   return KT_OK;
 }
 
+/* Variants worth timing on p: those of p's type on Hopper; the CUDA-core
+ * fallback only where no tensor-core variant runs (it is the default there
+ * anyway, and far too slow to be timed at tuned sizes beside wgmma). */
 static int gemm_fits(const kt_variant *v, const kt_device_info *d, const kt_problem *p)
 {
-  (void)p;
-  return v->family == KT_FAMILY_GEMM && kt_variant_runs_on(v, d) && (strcmp(v->algo, "wgmma") != 0 || d->cc == 90);
+  if (v->family != KT_FAMILY_GEMM || !kt_variant_runs_on(v, d))
+    return 0;
+  const int type = (int)(p->dim[3] / 4);
+  if (strcmp(v->algo, "simt") == 0)
+    return d->cc != 90 || type == KT_F32;
+  return kt_gemm_serves(v, d, type);
 }
 
 static void gemm_prepare(kt_tuned *t)
 {
+  kt_problem p;
+  if (gemm_parse(t->key, &p) == KT_OK)
+    t->problem.dim[3] = p.dim[3];
   t->log_shape[0] = log((double)t->problem.m);
   t->log_shape[1] = log((double)t->problem.n);
   t->log_shape[2] = log((double)t->problem.k);
@@ -89,8 +114,8 @@ const kt_family_ops kt_gemm_ops = {
     .id = KT_FAMILY_GEMM,
     .name = "gemm",
     .long_name = "tensor-matmul",
-    .ndims = 3,
-    .dims = {"m", "n", "k"},
+    .ndims = 4,
+    .dims = {"m", "n", "k", "layout"},
     .key = gemm_key,
     .parse = gemm_parse,
     .fits = gemm_fits,
@@ -99,7 +124,7 @@ const kt_family_ops kt_gemm_ops = {
 
 /* ---- the selection rule ------------------------------------------------- */
 
-const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long N, long long K)
+const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long N, long long K, long long layout)
 {
   const double lm = log((double)M), ln = log((double)N), lk = log((double)K);
   const kt_tuned *best = NULL;
@@ -107,8 +132,12 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
   for (int i = 0; i < n; ++i) {
     if (t[i].problem.family != KT_FAMILY_GEMM)
       continue;
+    const long long l = t[i].problem.dim[3];
+    /* Another layout only when none of this one is tuned: another op
+     * pair of the type first, then another type. */
+    const double far = l == layout ? 0.0 : l / 4 == layout / 4 ? 1e6 : 1e12;
     const double a = lm - t[i].log_shape[0], b = ln - t[i].log_shape[1], c = lk - t[i].log_shape[2];
-    const double d = a * a + b * b + c * c;
+    const double d = far + a * a + b * b + c * c;
     if (d < bd) {
       bd = d;
       best = &t[i];
@@ -126,7 +155,7 @@ static const kt_variant *choose(const kt_context *c, const kt_matmul_desc *x, kt
 {
   int nt = 0;
   const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_GEMM, &nt);
-  const kt_tuned *t = kt_gemm_nearest(tuned, nt, x->M, x->N, x->K);
+  const kt_tuned *t = kt_gemm_nearest(tuned, nt, x->M, x->N, x->K, kt_gemm_layout(x->type, x->op_a, x->op_b));
   const int type = (int)x->type;
   return kt_dispatch_choose(kt_context_device(c), KT_FAMILY_GEMM, t, serves_call, &type, out);
 }

@@ -29,13 +29,14 @@ return {
       algo = "wgmma",
       template = "templates/gemm_wgmma.cu.tpl",
       doc = "Hopper: wgmma from shared memory, TMA loads through an mbarrier pipeline, a producer warpgroup " ..
-        "and WG consumer warpgroups (setmaxnreg); other layouts are repacked K-major first",
+        "and WG consumer warpgroups (setmaxnreg); 16-bit types read every op pair in place (wgmma's transpose), " ..
+        "TF32 MN-major operands are repacked K-major first",
       params = {
         { "type", { "bf16", "f16", "tf32" }, "input type; FP32 accumulation", tag = "" },
         { "bm", { 128 }, "BM: rows of C per block", tag = "" },
         { "bn", { 128, 256 }, "BN: columns of C per block (wgmma's N)", join = "x" },
         { "wg", { 2 }, "consumer warpgroups; each owns BM / wg rows", tag = "wg" },
-        { "stages", { 4 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
+        { "stages", { 4, 6 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
       },
       derive = function(v, t)
@@ -54,7 +55,12 @@ return {
         v.cluster, v.min_cc, v.align, v.blocks_per_sm = 1, 90, 1, 1
       end,
       constraints = {
-        { "wgmma, TMA and setmaxnreg need sm_90a", function(v, t) return t.arch == "sm_90a" or t.cc == 90 end },
+        -- A per-architecture build must drop these variants on any other
+        -- target: sm_90a code runs on sm_90 alone, and there is no PTX to JIT.
+        { "wgmma, TMA and setmaxnreg exist only as sm_90a machine code (no PTX runs elsewhere)",
+          function(v, t) return t.arch == "sm_90a" or t.cc == 90 end },
+        { "a deeper pipeline only where the tile leaves shared memory for it (BN 128 takes 6 stages, BN 256 4)",
+          function(v) return v.stages == (v.bn == 128 and 6 or 4) end },
         { "each consumer owns whole m64 tiles", function(v) return (v.bm // v.wg) % 64 == 0 end },
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
         { "the accumulators leave a consumer 40 registers for addresses and the epilogue",

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gemm.h"
@@ -49,6 +50,38 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
     }
   }
   cr_assert_gt(checked, 0);
+}
+
+/* Sizes whose rows TMA can address (multiples of 8 elements, 16 bytes for
+ * the 16-bit types) take the in-place paths: BF16 and FP16 read every op
+ * pair MN- or K-major where it is; TF32 repacks MN-major operands.  Edges
+ * off every tile, K off the 64-element slice, batches. */
+Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
+{
+  kt_rng r = {fresh_seed()};
+  static const int shapes[][5] = {{200, 136, 72, 0, 2}, {64, 256, 128, 8, 1}, {328, 264, 200, 16, 3}, {8, 8, 8, 0, 1}};
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_GEMM || strcmp(v->algo, "wgmma") != 0 || !kt_variant_runs_on(v, &gpu))
+      continue;
+    for (int type = KT_TF32; type <= KT_F16; ++type) {
+      if (!variant_serves_type(v, type))
+        continue;
+      for (int ops = 0; ops < 4; ++ops)
+        for (int s = 0; s < 4; ++s) {
+          const kt_tune_gemm_case cs = {type, ops >> 1, ops & 1, shapes[s][0], shapes[s][1], shapes[s][2],
+                                        shapes[s][4], shapes[s][3], s ? 1.0f : 0.5f, s % 2 ? -1.0f : 0.0f};
+          kt_check c;
+          kt_tune_gemm_check(v, &gpu, &cs, kt_rng_next(&r), &c);
+          cr_expect(c.ok, "%s (%s, op %c%c, %dx%dx%d): %s", v->name, kt_gemm_type_name(type), "NT"[cs.op_a],
+                    "NT"[cs.op_b], cs.M, cs.N, cs.K, c.reason);
+          ++checked;
+        }
+    }
+  }
+  if (checked == 0)
+    cr_skip_test("no wgmma variant runs on this GPU (Hopper only)");
 }
 
 Test(gemm_gpu, matmul_ex_f32_nn_is_kt_matmul_per_batch_entry)

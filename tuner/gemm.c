@@ -166,26 +166,64 @@ done:
 /* ---- `ktune tune`: problems and the summary ------------------------------ */
 
 /* A small default set, to keep `make tune` short: the squares where the
- * targets are set, and two smaller ones for dispatch's nearest shape. */
-#define DEFAULT_SHAPES "1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192"
+ * targets are set, in the layouts people call most (every op pair of
+ * BF16, N, N of FP16, and TF32's two: N, N repacks B, N, T reads both in
+ * place).  Dispatch takes an untuned layout from its type's tuned ones. */
+#define DEFAULT_SHAPES "4096x4096x4096,8192x8192x8192"
+#define DEFAULT_LAYOUTS "bf16:nn,bf16:nt,bf16:tn,bf16:tt,f16:nn,tf32:nn,tf32:nt"
+
+/* "bf16:nt" into a layout (kt_gemm_layout), or -1. */
+static long long parse_layout(const char *s)
+{
+  for (int t = 0; t < 4; ++t) {
+    const char *name = kt_gemm_type_name(t);
+    const size_t n = strlen(name);
+    if (strncmp(s, name, n) == 0 && s[n] == ':' && (s[n + 1] == 'n' || s[n + 1] == 't') &&
+        (s[n + 2] == 'n' || s[n + 2] == 't') && s[n + 3] == '\0')
+      return kt_gemm_layout(t, s[n + 1] == 't', s[n + 2] == 't');
+  }
+  return -1;
+}
 
 static int problems(const char *const *values, kt_problem *out, int max, char *err, size_t errlen)
 {
-  const kt_family_ops *ops = kt_family_get(KT_FAMILY_GEMM);
-  const char *list = values[0];
+  long long layouts[64];
+  int nl = 0, more;
   char item[64];
-  int n = 0, more;
+  const char *list = values[1];
   while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
-    kt_problem p;
-    if (more < 0 || ops->parse(item, &p) != 0) {
+    const long long l = more < 0 ? -1 : parse_layout(item);
+    if (l < 0) {
+      snprintf(err, errlen, "--gemm-layouts: bad layout '%s' (TYPE:OPS, TYPE f32, tf32, bf16 or f16, OPS nn, nt, tn or tt)",
+               more < 0 ? "(too long)" : item);
+      return -1;
+    }
+    if (nl == (int)(sizeof layouts / sizeof layouts[0])) {
+      snprintf(err, errlen, "--gemm-layouts: too many layouts");
+      return -1;
+    }
+    layouts[nl++] = l;
+  }
+  list = values[0];
+  int n = 0;
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
+    long long m, nn, k;
+    int used = 0;
+    if (more < 0 || sscanf(item, "%lldx%lldx%lld%n", &m, &nn, &k, &used) != 3 || item[used] != '\0' || m < 1 ||
+        nn < 1 || k < 1 || m > INT_MAX || nn > INT_MAX || k > INT_MAX) {
       snprintf(err, errlen, "--gemm: bad shape '%s' (MxNxK, each 1..%d)", more < 0 ? "(too long)" : item, INT_MAX);
       return -1;
     }
-    if (n == max) {
-      snprintf(err, errlen, "--gemm: more than %d shapes", max);
-      return -1;
+    for (int i = 0; i < nl; ++i) {
+      if (n == max) {
+        snprintf(err, errlen, "--gemm: more than %d problems (shapes x layouts)", max);
+        return -1;
+      }
+      memset(&out[n], 0, sizeof out[n]);
+      out[n].family = KT_FAMILY_GEMM;
+      out[n].m = m, out[n].n = nn, out[n].k = k, out[n].dim[3] = layouts[i];
+      ++n;
     }
-    out[n++] = p;
   }
   return n;
 }
@@ -193,14 +231,14 @@ static int problems(const char *const *values, kt_problem *out, int max, char *e
 static void report_header(const char *const *values)
 {
   (void)values;
-  printf("\ngemm                   winner (per type: see ktune show)        time ms  TFLOP/s\n");
+  printf("\ngemm                       winner                                   time ms  TFLOP/s\n");
 }
 
 static void report_row(const char *key, const kt_tune_run *runs, int nruns, const kt_tuned *t)
 {
   (void)nruns;
   const kt_tune_result *win = kt_tune_result_ok(runs[0].results, runs[0].n, t->ranked[0]->name);
-  printf("%-22s %-40s %8.3f  %7.1f\n", key, t->ranked[0]->name, t->best_ms, win ? win->m.rate / 1e3 : 0);
+  printf("%-26s %-40s %8.3f  %7.1f\n", key, t->ranked[0]->name, t->best_ms, win ? win->m.rate / 1e3 : 0);
 }
 
 /* ---- `ktune __worker`: check and time ------------------------------------- */
@@ -208,9 +246,10 @@ static void report_row(const char *key, const kt_tune_run *runs, int nruns, cons
 typedef struct inputs {
   kt_device_info dev;
   kt_problem p;
-  int M, N, K;
-  float *hA, *hB;    /* the problem's values; exact in every type */
-  void *dA[4], *dB[4]; /* as each type stores them (F32 and TF32 share) */
+  int M, N, K, type, op_a, op_b;
+  long long lda, ldb;
+  float *hA, *hB;    /* the problem's values as stored (op_a, op_b); exact in every type */
+  void *dA, *dB;     /* as the problem's type stores them */
   float *dC;
   void *flush;
   size_t flush_bytes;
@@ -221,10 +260,8 @@ static void teardown(void *state)
   inputs *in = state;
   if (!in)
     return;
-  for (int t = KT_TF32; t <= KT_F16; ++t) {
-    cudaFree(in->dA[t]);
-    cudaFree(in->dB[t]);
-  }
+  cudaFree(in->dA);
+  cudaFree(in->dB);
   cudaFree(in->dC);
   cudaFree(in->flush);
   free(in->hA);
@@ -242,23 +279,23 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
   in->dev = *dev;
   in->p = *p;
   const int M = in->M = (int)p->m, N = in->N = (int)p->n, K = in->K = (int)p->k;
+  const int type = in->type = (int)(p->dim[3] / 4);
+  in->op_a = (int)(p->dim[3] >> 1) & 1, in->op_b = (int)p->dim[3] & 1;
+  in->lda = in->op_a ? M : K, in->ldb = in->op_b ? K : N;
   kt_rng r = {seed};
-  const size_t na = (size_t)M * K, nb = (size_t)K * N;
+  const size_t na = (size_t)M * K, nb = (size_t)K * N, es = type == KT_BF16 || type == KT_F16 ? 2 : 4;
   in->hA = malloc(na * 4);
   in->hB = malloc(nb * 4);
   in->flush_bytes = kt_measure_flush_bytes(dev);
   int bad = !in->hA || !in->hB || cudaMalloc((void **)&in->dC, (size_t)M * N * 4) ||
-            cudaMalloc(&in->flush, in->flush_bytes);
+            cudaMalloc(&in->flush, in->flush_bytes) || cudaMalloc(&in->dA, na * es) || cudaMalloc(&in->dB, nb * es);
   if (!bad) {
+    /* Multiples of 2^-8: exact in every type, so the reference needs no rounding. */
     for (size_t i = 0; i < na; ++i)
       in->hA[i] = kt_tune_gemm_value(&r, KT_BF16);
     for (size_t i = 0; i < nb; ++i)
       in->hB[i] = kt_tune_gemm_value(&r, KT_BF16);
-  }
-  for (int t = KT_TF32; t <= KT_F16 && !bad; ++t) {
-    const size_t es = t == KT_TF32 ? 4 : 2;
-    bad = cudaMalloc(&in->dA[t], na * es) || cudaMalloc(&in->dB[t], nb * es) || upload(in->dA[t], in->hA, na, t) ||
-          upload(in->dB[t], in->hB, nb, t);
+    bad = upload(in->dA, in->hA, na, type) || upload(in->dB, in->hB, nb, type);
   }
   if (bad) {
     snprintf(err, errlen, "cannot allocate the %dx%dx%d problem", M, N, K);
@@ -270,16 +307,22 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
 
 static void unfit(const kt_variant *v, const kt_device_info *dev, const kt_problem *p, char *buf, size_t len)
 {
-  (void)p;
-  snprintf(buf, len, "%s", strcmp(v->algo, "wgmma") == 0 && dev->cc != 90 ? "wgmma needs an sm_90 GPU"
-                                                                             : "cannot run on this device");
+  const char *type = kt_gemm_type_name((int)(p->dim[3] / 4));
+  if (!kt_variant_runs_on(v, dev))
+    snprintf(buf, len, "cannot run on this device");
+  else if (strcmp(v->algo, "wgmma") == 0 && dev->cc != 90)
+    snprintf(buf, len, "wgmma needs an sm_90 GPU");
+  else if (strcmp(v->algo, "wgmma") == 0)
+    snprintf(buf, len, "serves another input type than %s", type);
+  else
+    snprintf(buf, len, "the CUDA-core fallback is not timed where tensor-core variants serve %s", type);
 }
 
 static void measure(void *state, const kt_variant *v, uint64_t seed, double best_ms, kt_tune_result *r)
 {
   inputs *in = state;
   const kt_device_info *dev = &in->dev;
-  const int M = in->M, N = in->N, K = in->K, type = kt_tune_gemm_variant_type(v);
+  const int M = in->M, N = in->N, K = in->K, type = in->type;
   /* Correctness first: odd shapes, every op pair, batches, padding. */
   kt_rng vr = {seed};
   kt_check c = {1, 0, 0, ""};
@@ -297,11 +340,10 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     r->m.max_err = c.worst;
     return;
   }
-  /* Then the tuned size, op N, N (row-major A and B, the common call). */
+  /* Then the tuned problem, in its layout. */
   cudaMemset(in->dC, 0xff, (size_t)M * N * 4);
-  const int st = type == KT_F32 ? KT_TF32 : type;
-  kt_gemm_args args = {type,    KT_OP_N, KT_OP_N, M,         N,  K,  1,     1.0f, 0.0f, in->dA[st], in->dB[st],
-                       in->dC,  K,       N,       N,         0,  0,  0,     dev->sm_count, kt_device_pool(dev->ordinal)};
+  kt_gemm_args args = {type,   in->op_a, in->op_b, M, N, K, 1,      1.0f, 0.0f, in->dA, in->dB,
+                       in->dC, in->lda,  in->ldb,  N, 0, 0, 0,      dev->sm_count, kt_device_pool(dev->ordinal)};
   double ms = 0;
   int reps = 0;
   int e = kt_measure_candidate(v, &args, in->flush, in->flush_bytes, best_ms, &ms, &reps);
@@ -316,9 +358,10 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     cudaMemcpy(&got, in->dC + (size_t)i0 * N + j0, 4, cudaMemcpyDeviceToHost);
     double ref = 0, mag = 0;
     for (int k = 0; k < K; ++k) {
-      const double p = (double)in->hA[(size_t)i0 * K + k] * in->hB[(size_t)k * N + j0];
-      ref += p;
-      mag += fabs(p);
+      const double x = in->hA[in->op_a ? (size_t)k * in->lda + i0 : (size_t)i0 * in->lda + k];
+      const double y = in->hB[in->op_b ? (size_t)j0 * in->ldb + k : (size_t)k * in->ldb + j0];
+      ref += x * y;
+      mag += fabs(x * y);
     }
     const double err = fabs(got - ref) / kt_tune_gemm_bound(type, K, 1.0, mag, 0.0);
     if (!(err <= 1.0))
@@ -344,11 +387,14 @@ static int explain_problem(char *const *args, int nargs, kt_problem *p, char *er
 {
   memset(p, 0, sizeof *p);
   p->family = KT_FAMILY_GEMM;
-  for (int d = 0; d < 3 && nargs == 3; ++d)
-    if (kt_cli_integer(args[d], 1, INT_MAX, &p->dim[d]) != 0)
-      nargs = -1;
-  if (nargs != 3) {
-    snprintf(err, errlen, "gemm takes M N K, each 1..%d", INT_MAX);
+  p->dim[3] = kt_gemm_layout(KT_BF16, 0, 0);
+  int ok = nargs == 3 || nargs == 4;
+  for (int d = 0; d < 3 && ok; ++d)
+    ok = kt_cli_integer(args[d], 1, INT_MAX, &p->dim[d]) == 0;
+  if (ok && nargs == 4)
+    ok = (p->dim[3] = parse_layout(args[3])) >= 0;
+  if (!ok) {
+    snprintf(err, errlen, "gemm takes M N K (each 1..%d) and optionally TYPE:OPS (default bf16:nn)", INT_MAX);
     return -1;
   }
   return 0;
@@ -356,16 +402,21 @@ static int explain_problem(char *const *args, int nargs, kt_problem *p, char *er
 
 static int explain(kt_context *ctx, const kt_problem *p, kt_choice *out)
 {
-  /* Aligned stand-in pointers, BF16 N, N: the choice looks at type and shape. */
+  /* Aligned stand-in pointers: the choice looks at type, ops and shape. */
   const void *x = (const void *)(uintptr_t)0x100000;
-  const kt_matmul_desc d = {.type = KT_BF16, .M = p->m, .N = p->n, .K = p->k, .batch = 1, .alpha = 1.0f,
-                            .A = x, .lda = p->k, .B = x, .ldb = p->n, .C = (float *)x, .ldc = p->n};
+  const int op_a = (int)(p->dim[3] >> 1) & 1, op_b = (int)p->dim[3] & 1;
+  const kt_matmul_desc d = {.type = (kt_dtype)(p->dim[3] / 4), .op_a = (kt_op)op_a, .op_b = (kt_op)op_b,
+                            .M = p->m, .N = p->n, .K = p->k, .batch = 1, .alpha = 1.0f, .A = x,
+                            .lda = op_a ? p->m : p->k, .B = x, .ldb = op_b ? p->k : p->n, .C = (float *)x,
+                            .ldc = p->n};
   return kt_matmul_ex_choice(ctx, &d, out);
 }
 
 const kt_tune_family kt_tune_gemm = {
     .id = KT_FAMILY_GEMM,
-    .options = {{"--gemm", "MxNxK,...", DEFAULT_SHAPES, "the gemm (tensor-core matmul) shapes to tune"}},
+    .options = {{"--gemm", "MxNxK,...", DEFAULT_SHAPES, "the gemm (tensor-core matmul) shapes to tune"},
+                {"--gemm-layouts", "TYPE:OPS,...", DEFAULT_LAYOUTS,
+                 "their input types and op pairs (TYPE f32, tf32, bf16, f16; OPS nn, nt, tn, tt)"}},
     .problems = problems,
     .report_header = report_header,
     .report_row = report_row,
@@ -373,7 +424,7 @@ const kt_tune_family kt_tune_gemm = {
     .unfit = unfit,
     .measure = measure,
     .teardown = teardown,
-    .explain_args = "M N K",
+    .explain_args = "M N K [TYPE:OPS]",
     .explain_problem = explain_problem,
     .explain = explain,
 };
