@@ -146,7 +146,7 @@ ifneq ($(strip $(KT_GENERATED_ARCH))|$(KT_GENERATED_ONLY)|$(KT_GENERATED_NO_PRUN
 FORCE_GEN := FORCE
 endif
 
-VARIANTS := $(KT_VARIANTS_matmul) $(KT_VARIANTS_hist)
+VARIANTS := $(KT_VARIANTS_matmul) $(KT_VARIANTS_hist) $(KT_VARIANTS_gemm)
 VARIANT_OBJS := $(VARIANTS:%=build/obj/%.o)
 FAMILIES := $(sort $(patsubst %/,%,$(dir $(VARIANTS))))
 RUNTIME_SRCS := $(wildcard runtime/*.c)
@@ -238,10 +238,14 @@ build/paths: FORCE
 build/obj/%.o: generated/%.cu runtime/kt_variant.h runtime/kt_launch.h
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(call variant_gencodes,$*) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -Xptxas -v \
+	$(Q)$(NVCC) $(NVCCFLAGS) $(or $(SASS_ONLY),$(call variant_gencodes,$*)) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -Xptxas -v \
 	  -c $< -o $@ 2> $(@:.o=.ptxas) || { cat $(@:.o=.ptxas) >&2; exit 1; }
 $(KT_VARIANTS_matmul:%=build/obj/%.o): $(KT_INCLUDES_matmul)
 $(KT_VARIANTS_hist:%=build/obj/%.o): $(KT_INCLUDES_hist)
+$(KT_VARIANTS_gemm:%=build/obj/%.o): $(KT_INCLUDES_gemm)
+# wgmma and setmaxnreg exist only in sm_90a machine code (no PTX: it would
+# not run elsewhere); the generator makes these variants for sm_90 targets only.
+$(patsubst %,build/obj/%.o,$(filter gemm/gemm_wgmma_%,$(KT_VARIANTS_gemm))): SASS_ONLY = -gencode=arch=compute_90a,code=sm_90a
 
 # The registry is the one internal that libktune.so exports (build/libktune.map).
 $(REGISTRY_OBJ): generated/registry.c generated/registry.h runtime/kt_variant.h
@@ -353,13 +357,13 @@ build/sm80.log: $(GEN_INPUTS) runtime/kt_variant.h runtime/kt_launch.h
 endif
 
 # ---- benchmarks ----------------------------------------------------------
-BENCH_BINS := build/bench_matmul build/bench_matmul_random build/bench_hist
+BENCH_BINS := build/bench_matmul build/bench_matmul_random build/bench_hist build/bench_gemm
 # The link needs the tuner's objects: list them, so that `make build/bench_x`
 # builds them and `make -j bench` never links before they exist.
 build/bench_%: bench/bench_%.cu bench/bench_common.h bench/matmul_check.cuh build/libktune.a $(TOOL_OBJS) $(wildcard tuner/*.h) \
                runtime/kt_internal.h runtime/kt_variant.h runtime/include/ktune.h
 	$(call say,NVCC,$<)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -o $@ $< \
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -Itemplates -o $@ $< \
 	  $(TOOL_OBJS) build/libktune.a -lcublas $(SQLITE_LIBS) -lpthread
 
 bench: all $(TOOL_OBJS) $(BENCH_BINS)
@@ -367,6 +371,8 @@ bench: all $(TOOL_OBJS) $(BENCH_BINS)
 	$(Q)./build/bench_matmul $(DB_ARG) --out bench/results
 	$(Q)./build/bench_matmul_random $(DB_ARG) --out bench/results
 	$(Q)./build/bench_hist $(DB_ARG) --out bench/results
+	$(Q)./build/bench_gemm $(DB_ARG) --out bench/results
+build/bench_gemm: templates/gemm_common.cuh
 
 # ---- installing ----------------------------------------------------------
 # Under $(DATADIR)/ktune: the kernels' sources, for reading what `ktune

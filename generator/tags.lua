@@ -30,12 +30,14 @@ tags.list = {
   a = { "agg", "warp aggregation of equal bins: 1 on, 0 off" },
   b = { "cw", "bits per shared-memory counter" },
   u = { "ipt", "int4 loads in flight per thread and loop step (unroll)" },
+  wg = { "wg", "consumer warpgroups per block (warp-specialised kernels)" },
 }
 
 -- Parameters whose values read on their own, written without a tag.
 tags.bare = {
   bm = "the block tile, BM x BN x BK (bn and bk join it with x)",
   layout = "a layout, by its name (blocked, cyclic)",
+  type = "the input type, by its name (bf16, f16, tf32)",
 }
 
 -- Why parameter p (one entry of a kernel's params) cannot be named, or nil.

@@ -3,7 +3,7 @@
  *
  * Everything the shared modules know about a family comes through its
  * entry here (kt_family_ops, kt_internal.h); the entries live in the
- * family's own file (matmul.c, hist.c).  Adding a family is one line in
+ * family's own file (matmul.c, hist.c, gemm.c).  Adding a family is one line in
  * kt_families[] and one value in kt_family (kt_variant.h).
  */
 #include <stdio.h>
@@ -14,6 +14,7 @@
 const kt_family_ops *const kt_families[] = {
     [KT_FAMILY_MATMUL] = &kt_matmul_ops,
     [KT_FAMILY_HIST] = &kt_hist_ops,
+    [KT_FAMILY_GEMM] = &kt_gemm_ops,
 };
 const int kt_family_count = (int)(sizeof kt_families / sizeof kt_families[0]);
 

@@ -6,7 +6,7 @@
  * look-ups), db.c (kt_db_), context.c (kt_open/kt_close and kt_context_),
  * status.c; and one module per family holding its API functions and
  * everything else the runtime knows of it: matmul.c (kt_matmul_), hist.c
- * (kt_hist_, kt_histogram).
+ * (kt_hist_, kt_histogram), gemm.c (kt_gemm_, kt_matmul_ex).
  * The tests link libktune.a and use these too; so does the ktune CLI,
  * from build/libktune_internal.a, its kernels and registry coming from
  * libktune.so (see the Makefile).
@@ -70,7 +70,7 @@ KT_INTERNAL void *kt_device_pool(int ordinal);
 
 /* A problem is a family and up to KT_MAX_DIMS sizes, which the family names
  * (kt_family_ops.dims); the unions give them their family's names. */
-#define KT_MAX_DIMS 3
+#define KT_MAX_DIMS 4
 typedef struct kt_problem {
   kt_family family;
   union {
@@ -100,7 +100,9 @@ typedef struct kt_family_ops {
   const char *name;              /* registry, database and CLI name: "matmul", "hist" */
   const char *long_name;         /* also accepted where a family is named: "histogram" */
   int ndims;                     /* sizes in kt_problem.dim */
-  const char *dims[KT_MAX_DIMS]; /* their database columns, in dim order */
+  const char *dims[KT_MAX_DIMS]; /* their database columns, in dim order; a dim that names
+                                  * no size column (gemm's "layout") lives in the key alone,
+                                  * and prepare() takes it back from there */
   /* The problem's key, without the distribution: "4096x4096x4096". */
   void (*key)(const kt_problem *p, char *buf, size_t len);
   /* Parse a key as key() writes it, or the short form the CLI takes
@@ -354,6 +356,23 @@ KT_INTERNAL int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, c
  * log-ratios.  Entries of other families are passed over; NULL when none. */
 KT_INTERNAL const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long long N, long long K);
 
+/* ---- gemm.c ------------------------------------------------------------- */
+KT_INTERNAL extern const kt_family_ops kt_gemm_ops;
+/* "f32", "tf32", "bf16", "f16": the type's name in variant names; "?" else. */
+KT_INTERNAL const char *kt_gemm_type_name(int type);
+/* May v serve a gemm call of this input type (kt_dtype) on d? */
+KT_INTERNAL int kt_gemm_serves(const kt_variant *v, const kt_device_info *d, int type);
+/* A gemm problem's layout dim (dim[3]): the input type and op pair in one
+ * number, type * 4 + op_a * 2 + op_b. */
+static inline long long kt_gemm_layout(int type, int op_a, int op_b)
+{
+  return type * 4LL + op_a * 2 + op_b;
+}
+/* The tuned gemm problem for a call of this layout nearest M x N x K: of
+ * the same layout if any is tuned, else of the same type, else any (least
+ * sum of squared log-ratios within each). */
+KT_INTERNAL const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long N, long long K,
+                                            long long layout);
 /* ---- hist.c ------------------------------------------------------------- */
 
 KT_INTERNAL extern const kt_family_ops kt_hist_ops;

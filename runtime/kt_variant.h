@@ -17,13 +17,13 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
-#define KT_ABI_VERSION 5
+#define KT_ABI_VERSION 6
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum kt_family { KT_FAMILY_MATMUL = 0, KT_FAMILY_HIST = 1 } kt_family;
+typedef enum kt_family { KT_FAMILY_MATMUL = 0, KT_FAMILY_HIST = 1, KT_FAMILY_GEMM = 2 } kt_family;
 
 /* C = alpha * A * B + beta * C, row-major fp32; C is not read when beta == 0.
  * A is M x K with row stride lda, B is K x N (ldb), C is M x N (ldc). */
@@ -80,6 +80,27 @@ static inline long long kt_matmul_splits(long long M, long long N, long long K, 
   *k_chunk = (steps + splits - 1) / splits * BK;
   return (K + *k_chunk - 1) / *k_chunk;
 }
+
+/* The gemm family (tensor cores): C[b] = alpha * op(A[b]) * op(B[b]) + beta *
+ * C[b] for b < batch, row-major, FP32 C; C is not read when beta == 0.
+ * type and ops take ktune.h's values (kt_dtype, kt_op): A and B hold floats
+ * for KT_F32 and KT_TF32, 16-bit values for KT_BF16 and KT_F16.  op N: A is
+ * M x K (lda), B is K x N (ldb); op T: A is stored K x M, B N x K.  Element
+ * (not byte) leading dimensions and batch strides. */
+enum { KT_GEMM_F32 = 0, KT_GEMM_TF32 = 1, KT_GEMM_BF16 = 2, KT_GEMM_F16 = 3 }; /* = kt_dtype */
+enum { KT_GEMM_OP_N = 0, KT_GEMM_OP_T = 1 };                                     /* = kt_op */
+typedef struct kt_gemm_args {
+  int type, op_a, op_b;
+  int M, N, K, batch;
+  float alpha, beta;
+  const void *A;
+  const void *B;
+  float *C;
+  long long lda, ldb, ldc;
+  long long stride_a, stride_b, stride_c;
+  int sm_count; /* multiprocessors on the device */
+  void *pool;   /* cudaMemPool_t for scratch (operands repacked for TMA); NULL = the device's default */
+} kt_gemm_args;
 
 typedef int (*kt_launch_fn)(const void *args, cudaStream_t stream);
 

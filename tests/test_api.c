@@ -331,3 +331,187 @@ Test(api, version_is_the_headers_three_numbers)
   cr_expect_str_eq(KT_VERSION_STRING, want);
   cr_expect_str_eq(kt_version(), KT_VERSION_STRING);
 }
+
+/* ---- kt_matmul_ex arguments ---------------------------------------------- */
+
+/* The desc's fields A, B and C are not the fake addresses above. */
+#undef A
+#undef B
+#undef C
+#define EX_A ((const void *)0x10000)
+#define EX_B ((const void *)0x20000)
+#define EX_C ((float *)0x30000)
+
+/* A valid 64 x 48 x 32 BF16 N, N call on fake addresses; tests change one
+ * field of it. */
+static kt_matmul_desc ex_desc(void)
+{
+  const kt_matmul_desc d = {.type = KT_BF16, .op_a = KT_OP_N, .op_b = KT_OP_N, .M = 64, .N = 48, .K = 32,
+                            .batch = 1, .alpha = 1.0f, .beta = 0.0f, .A = EX_A, .lda = 32, .B = EX_B, .ldb = 48,
+                            .C = EX_C, .ldc = 48};
+  return d;
+}
+
+/* kt_matmul_ex and kt_matmul_ex_choice on d. */
+static void expect_ex(const kt_matmul_desc *d, int want, const char *what)
+{
+  kt_choice ch;
+  int rc = kt_matmul_ex(ctx, d, NULL);
+  cr_assert_eq(rc, want, "%s: kt_matmul_ex = %d (%s), want %d (%s)", what, rc, kt_strerror(rc), want,
+               kt_strerror(want));
+  if (want == KT_ERR_NOT_DEVICE_POINTER)
+    want = KT_OK; /* the choice does not look at the memory */
+  rc = kt_matmul_ex_choice(ctx, d, &ch);
+  cr_assert_eq(rc, want, "%s: kt_matmul_ex_choice = %d (%s), want %d (%s)", what, rc, kt_strerror(rc), want,
+               kt_strerror(want));
+}
+
+Test(api, matmul_ex_null_pointers)
+{
+  kt_choice ch;
+  kt_matmul_desc d = ex_desc();
+  cr_assert_eq(kt_matmul_ex(ctx, NULL, NULL), KT_ERR_NULL_POINTER);
+  cr_assert_eq(kt_matmul_ex_choice(ctx, NULL, &ch), KT_ERR_NULL_POINTER);
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, NULL), KT_ERR_NULL_POINTER);
+  cr_assert_eq(kt_matmul_ex(NULL, &d, NULL), KT_ERR_BAD_CONTEXT);
+  d.A = NULL;
+  expect_ex(&d, KT_ERR_NULL_POINTER, "A NULL");
+  d = ex_desc(), d.B = NULL;
+  expect_ex(&d, KT_ERR_NULL_POINTER, "B NULL");
+  d = ex_desc(), d.C = NULL;
+  expect_ex(&d, KT_ERR_NULL_POINTER, "C NULL");
+}
+
+Test(api, matmul_ex_types_and_ops_outside_their_enums)
+{
+  kt_matmul_desc d = ex_desc();
+  d.type = (kt_dtype)4;
+  expect_ex(&d, KT_ERR_BAD_TYPE, "type 4");
+  d.type = (kt_dtype)-1;
+  expect_ex(&d, KT_ERR_BAD_TYPE, "type -1");
+  d = ex_desc(), d.op_a = (kt_op)2;
+  expect_ex(&d, KT_ERR_BAD_TYPE, "op_a 2");
+  d = ex_desc(), d.op_b = (kt_op)-1;
+  expect_ex(&d, KT_ERR_BAD_TYPE, "op_b -1");
+  /* Every type with every op pair passes, when the leading dimensions fit
+   * the stored shapes (64 covers them all). */
+  for (int t = KT_F32; t <= KT_F16; ++t)
+    for (int ops = 0; ops < 4; ++ops) {
+      d = ex_desc();
+      d.type = (kt_dtype)t, d.op_a = (kt_op)(ops >> 1), d.op_b = (kt_op)(ops & 1);
+      d.lda = d.ldb = 64;
+      expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "valid type and ops");
+    }
+}
+
+Test(api, matmul_ex_sizes_and_batch_below_one)
+{
+  kt_matmul_desc d = ex_desc();
+  d.M = 0;
+  expect_ex(&d, KT_ERR_BAD_SIZE, "M 0");
+  d = ex_desc(), d.N = -1;
+  expect_ex(&d, KT_ERR_BAD_SIZE, "N -1");
+  d = ex_desc(), d.K = 0;
+  expect_ex(&d, KT_ERR_BAD_SIZE, "K 0");
+  d = ex_desc(), d.batch = -1;
+  expect_ex(&d, KT_ERR_BAD_SIZE, "batch -1");
+  d = ex_desc(), d.batch = 0; /* a zeroed batch is one product */
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "batch 0");
+}
+
+Test(api, matmul_ex_leading_dimensions_follow_the_ops)
+{
+  /* M 64, N 48, K 32: A stored M x K (op N, lda >= 32) or K x M (op T,
+   * lda >= 64); B stored K x N (op N, ldb >= 48) or N x K (op T, ldb >= 32). */
+  kt_matmul_desc d = ex_desc();
+  d.lda = 31;
+  expect_ex(&d, KT_ERR_BAD_LD, "op N lda < K");
+  d = ex_desc(), d.op_a = KT_OP_T, d.lda = 63;
+  expect_ex(&d, KT_ERR_BAD_LD, "op T lda < M");
+  d.lda = 64;
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "op T lda == M");
+  d = ex_desc(), d.ldb = 47;
+  expect_ex(&d, KT_ERR_BAD_LD, "op N ldb < N");
+  d = ex_desc(), d.op_b = KT_OP_T, d.ldb = 31;
+  expect_ex(&d, KT_ERR_BAD_LD, "op T ldb < K");
+  d.ldb = 32;
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "op T ldb == K");
+  d = ex_desc(), d.ldc = 47;
+  expect_ex(&d, KT_ERR_BAD_LD, "ldc < N");
+  d = ex_desc(), d.lda = 1001, d.ldb = 999, d.ldc = 77; /* larger and odd: served (repacked) */
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "odd leading dimensions");
+}
+
+Test(api, matmul_ex_batch_strides)
+{
+  kt_matmul_desc d = ex_desc();
+  d.batch = 3, d.stride_a = 64 * 32, d.stride_b = 0, d.stride_c = 64 * 48;
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "packed batches, B shared");
+  d.stride_c = 64 * 48 - 1; /* entry b + 1 would overwrite entry b's last element */
+  expect_ex(&d, KT_ERR_BAD_STRIDE, "overlapping outputs");
+  d.stride_c = 0;
+  expect_ex(&d, KT_ERR_BAD_STRIDE, "one output for the whole batch");
+  d.stride_c = 64 * 48, d.stride_a = -1;
+  expect_ex(&d, KT_ERR_BAD_STRIDE, "negative stride_a");
+  d.stride_a = 0, d.stride_b = -5;
+  expect_ex(&d, KT_ERR_BAD_STRIDE, "negative stride_b");
+  /* With one product the strides are not used, and C's may be 0. */
+  d = ex_desc(), d.stride_c = 0;
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "batch 1, stride_c 0");
+}
+
+Test(api, matmul_ex_sizes_and_spans_that_overflow)
+{
+  const int64_t limit = (int64_t)INT_MAX - 1024;
+  kt_matmul_desc d = ex_desc();
+  d.M = limit + 1;
+  expect_ex(&d, KT_ERR_OVERFLOW, "M past the limit");
+  d = ex_desc(), d.K = limit + 1, d.lda = limit + 1;
+  expect_ex(&d, KT_ERR_OVERFLOW, "K past the limit");
+  d = ex_desc(), d.batch = (int64_t)INT_MAX + 1, d.stride_c = 64 * 48;
+  expect_ex(&d, KT_ERR_OVERFLOW, "batch past INT_MAX");
+  /* The batch's span overflows int64, in elements or in bytes. */
+  d = ex_desc(), d.batch = 3, d.stride_a = INT64_MAX / 2, d.stride_c = 64 * 48;
+  expect_ex(&d, KT_ERR_OVERFLOW, "stride_a * (batch - 1)");
+  d = ex_desc(), d.batch = 2, d.stride_c = INT64_MAX / 4;
+  expect_ex(&d, KT_ERR_OVERFLOW, "C's bytes");
+  d = ex_desc(), d.lda = INT64_MAX / 64;
+  expect_ex(&d, KT_ERR_OVERFLOW, "(M - 1) * lda bytes");
+}
+
+Test(api, matmul_ex_pointers_aligned_to_their_type)
+{
+  kt_matmul_desc d = ex_desc(); /* BF16: 2-byte elements */
+  d.A = (const void *)0x10001;
+  expect_ex(&d, KT_ERR_MISALIGNED, "BF16 A odd");
+  d.A = (const void *)0x10002; /* 2-aligned, not 16: served */
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "BF16 A 2-aligned");
+  d = ex_desc(), d.type = KT_TF32, d.A = (const void *)0x10002;
+  expect_ex(&d, KT_ERR_MISALIGNED, "TF32 A 2-aligned");
+  d = ex_desc(), d.type = KT_F16, d.B = (const void *)0x20003;
+  expect_ex(&d, KT_ERR_MISALIGNED, "F16 B odd");
+  d = ex_desc(), d.C = (float *)0x30002;
+  expect_ex(&d, KT_ERR_MISALIGNED, "C not float-aligned");
+}
+
+Test(api, matmul_ex_choice_names_a_variant_for_the_type)
+{
+  /* F32 N, N is kt_matmul's choice; the other types and ops a gemm
+   * variant that serves the type on this (sm_90) device. */
+  kt_choice ch, mm;
+  kt_matmul_desc d = ex_desc();
+  d.type = KT_F32, d.lda = 32, d.ldb = 48;
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+  cr_assert_eq(kt_matmul_choice(ctx, 64, 48, 32, EX_A, 32, EX_B, 48, EX_C, 48, &mm), KT_OK);
+  cr_assert_str_eq(ch.variant, mm.variant);
+  for (int t = KT_F32; t <= KT_F16; ++t) {
+    d = ex_desc(), d.type = (kt_dtype)t, d.op_b = KT_OP_T, d.ldb = 32;
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_assert_eq(strncmp(ch.variant, "gemm_", 5), 0, "%s: %s", kt_gemm_type_name(t), ch.variant);
+    const kt_variant *v = kt_registry_find(ch.variant);
+    cr_assert_not_null(v, "%s", ch.variant);
+    cr_assert(kt_gemm_serves(v, kt_context_device(ctx), t), "%s does not serve %s", ch.variant,
+              kt_gemm_type_name(t));
+    cr_assert_eq(ch.tuned, 0);
+  }
+}

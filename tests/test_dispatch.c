@@ -516,6 +516,11 @@ Test(dispatch, no_sm90_variant_on_sm80)
       cr_assert(!kt_matmul_serves(v, &sm80, A16, 1024, B16, 1024, C16, 1024), "%s serves sm_80", v->name);
       serves90 = kt_matmul_serves(v, &sm90, A16, 1024, B16, 1024, C16, 1024);
     }
+    if (v->family == KT_FAMILY_GEMM)
+      for (int t = KT_F32; t <= KT_F16; ++t) {
+        cr_assert(!kt_gemm_serves(v, &sm80, t), "%s serves %s on sm_80", v->name, kt_gemm_type_name(t));
+        serves90 |= kt_gemm_serves(v, &sm90, t);
+      }
     cr_assert(serves90, "%s serves no call on sm_90 either: the check proves nothing", v->name);
     cr_assert(!kt_variant_runs_on(v, &sm80), "%s runs on sm_80", v->name);
   }
@@ -678,4 +683,43 @@ Test(dispatch, predictions_never_pick_a_variant_that_cannot_serve_the_call)
     cr_assert_eq(chosen(&c)->align, 1, "%s for lda %lld", c.variant, K + 1);
   }
   kt_close(ctx);
+}
+
+/* Tuned gemm problems are keyed by shape and layout (input type and op
+ * pair): a call takes its own layout's nearest shape, another op pair of
+ * its type only when its layout was not tuned, another type last. */
+Test(dispatch, gemm_nearest_prefers_the_calls_layout)
+{
+  kt_tuned t[4];
+  memset(t, 0, sizeof t);
+  const char *keys[] = {"4096x4096x4096 bf16 nn", "1024x1024x1024 bf16 nt", "8192x8192x8192 tf32 tn",
+                        "4096x4096x4096 f16 tt"};
+  const kt_family_ops *ops = kt_family_get(KT_FAMILY_GEMM);
+  for (int i = 0; i < 4; ++i) {
+    cr_assert_eq(ops->parse(keys[i], &t[i].problem), KT_OK, "%s", keys[i]);
+    char back[96];
+    ops->key(&t[i].problem, back, sizeof back);
+    cr_assert_str_eq(back, keys[i]);
+    /* As the database gives it back: sizes from their columns, the layout
+     * from the key (prepare). */
+    snprintf(t[i].key, sizeof t[i].key, "%s", keys[i]);
+    t[i].problem.dim[3] = 0;
+    kt_dispatch_prepare(&t[i]);
+  }
+  cr_assert_eq(t[2].problem.dim[3], kt_gemm_layout(KT_TF32, 1, 0));
+  /* BF16 N, T at 4096: the 1024 N, T problem, not the 4096 N, N one. */
+  cr_assert_eq(kt_gemm_nearest(t, 4, 4096, 4096, 4096, kt_gemm_layout(KT_BF16, 0, 1)), &t[1]);
+  cr_assert_eq(kt_gemm_nearest(t, 4, 4096, 4096, 4096, kt_gemm_layout(KT_BF16, 0, 0)), &t[0]);
+  /* BF16 T, T was not tuned: the nearest BF16 shape of another op pair. */
+  cr_assert_eq(kt_gemm_nearest(t, 4, 1200, 1200, 1200, kt_gemm_layout(KT_BF16, 1, 1)), &t[1]);
+  cr_assert_eq(kt_gemm_nearest(t, 4, 8192, 8192, 8192, kt_gemm_layout(KT_BF16, 1, 1)), &t[0]);
+  /* TF32 N, N: TF32's only problem, far as its shape is. */
+  cr_assert_eq(kt_gemm_nearest(t, 4, 256, 256, 256, kt_gemm_layout(KT_TF32, 0, 0)), &t[2]);
+  /* FP32 has none: the nearest of any type. */
+  cr_assert_eq(kt_gemm_nearest(t, 4, 8000, 8000, 8000, kt_gemm_layout(KT_F32, 1, 1)), &t[2]);
+  kt_problem p;
+  cr_assert_neq(ops->parse("4096x4096x4096", &p), KT_OK);
+  cr_assert_neq(ops->parse("4096x4096x4096 bf8 nn", &p), KT_OK);
+  cr_assert_neq(ops->parse("4096x4096x4096 bf16 nx", &p), KT_OK);
+  cr_assert_neq(ops->parse("4096x4096x4096 bf16 nn x", &p), KT_OK);
 }

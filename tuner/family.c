@@ -4,7 +4,7 @@
  * entry here cannot be tuned. */
 #include "tuner.h"
 
-const kt_tune_family *const kt_tune_families[] = {&kt_tune_matmul, &kt_tune_hist};
+const kt_tune_family *const kt_tune_families[] = {&kt_tune_matmul, &kt_tune_hist, &kt_tune_gemm};
 const int kt_tune_family_count = (int)(sizeof kt_tune_families / sizeof kt_tune_families[0]);
 
 _Static_assert(sizeof kt_tune_families / sizeof kt_tune_families[0] <= KT_TUNE_MAX_FAMILIES,

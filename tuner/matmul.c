@@ -21,6 +21,18 @@ double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double
   return (K + 2.0) * 0x1p-24 * (fabs(alpha) * sum_abs_products + fabs(beta_c0)) + 1e-30;
 }
 
+double kt_tune_gemm_bound(int type, int K, double alpha, double sum_abs_products, double beta_c0)
+{
+  /* Tensor cores may truncate their FP32 sums rather than round them
+   * (2^-23), and TF32 read in place is truncated where the reference rounds
+   * (each input within 2^-10, so each product within 2^-9); the 16-bit
+   * types reach the reference unchanged and their products are exact. */
+  if (type == KT_F32)
+    return kt_tune_matmul_bound(K, alpha, sum_abs_products, beta_c0);
+  const double u_in = type == KT_TF32 ? 0x1p-9 : 0.0;
+  return (u_in + (K + 2.0) * 0x1p-23) * fabs(alpha) * sum_abs_products + (K + 2.0) * 0x1p-23 * fabs(beta_c0) + 1e-30;
+}
+
 const kt_variant *kt_tune_matmul_seed(void)
 {
   for (int i = 0; i < kt_registry_count; ++i) {

@@ -26,6 +26,13 @@ extern "C" {
  * is error 0 rather than 0/0.  A result passes when |c - ref| / bound <= 1. */
 double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double beta_c0);
 
+/* The same bound for the gemm family's input types (kt_dtype): KT_F32 is
+ * the bound above; the others allow for tensor cores that truncate their
+ * FP32 sums (2^-23 per step) and, for KT_TF32, inputs truncated to TF32
+ * where the reference rounds them (2^-9 per product).  ref is computed in
+ * double from the inputs rounded to the type (to nearest, ties away). */
+double kt_tune_gemm_bound(int type, int K, double alpha, double sum_abs_products, double beta_c0);
+
 /* The seed kernel, the tune summary's and the bench's baseline: the CUDA
  * Programming Guide's shared-memory tiled kernel with BLOCK_SIZE 16 and
  * unpadded rows (algo "tiled", bs=16, pad=0), found by those properties

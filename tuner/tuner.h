@@ -8,7 +8,7 @@
  * (kt_workers_: running workers), result.c (kt_tune_result_), family.c
  * (kt_tune_family_: the table), results.c (kt_results_cli_: `ktune show`,
  * `export`, `import`), and one file per family: matmul.c (kt_tune_matmul_),
- * hist.c (kt_tune_hist_).  measure.h has what checking and timing need
+ * hist.c (kt_tune_hist_), gemm.c (kt_tune_gemm_).  measure.h has what checking and timing need
  * whatever the family.
  */
 #ifndef KT_TUNER_H
@@ -133,6 +133,7 @@ typedef struct kt_tune_family {
 
 extern const kt_tune_family kt_tune_matmul; /* matmul.c */
 extern const kt_tune_family kt_tune_hist;   /* hist.c */
+extern const kt_tune_family kt_tune_gemm;   /* gemm.c */
 
 extern const kt_tune_family *const kt_tune_families[];
 extern const int kt_tune_family_count;

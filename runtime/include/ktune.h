@@ -70,10 +70,12 @@ typedef struct CUstream_st *kt_stream;
   X(KT_ERR_BAD_OPTION, 19, "an option or argument is invalid")                                    \
   X(KT_ERR_UNKNOWN_VARIANT, 20, "no variant of that name exists in this build")                   \
   X(KT_ERR_DB_DAMAGED, 21, "the tuning database is damaged (it fails SQLite's integrity checks)") \
-  X(KT_ERR_DB_MISSING, 22, "the tuning database does not exist")
+  X(KT_ERR_DB_MISSING, 22, "the tuning database does not exist")                                   \
+  X(KT_ERR_BAD_STRIDE, 23, "a batch stride makes two outputs of the batch overlap")               \
+  X(KT_ERR_BAD_TYPE, 24, "an input type or an op is not one of kt_dtype or kt_op")
 
 /* The largest status code. */
-#define KT_STATUS_LAST KT_ERR_DB_MISSING
+#define KT_STATUS_LAST KT_ERR_BAD_TYPE
 
 typedef enum kt_status {
 #define KT_STATUS_ENUM(name, value, msg) name = value,
@@ -119,6 +121,51 @@ KT_API void kt_close(kt_context *ctx);
 KT_API int kt_matmul(kt_context *ctx, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc, kt_stream stream);
 
+/* Input types of kt_matmul_ex.  The product is accumulated in FP32 and C is
+ * FP32 whatever the inputs. */
+typedef enum kt_dtype {
+  KT_F32 = 0,  /* float, multiplied exactly as FP32 (CUDA cores) */
+  KT_TF32 = 1, /* float, rounded to TF32 (10 mantissa bits) and multiplied on tensor cores */
+  KT_BF16 = 2, /* bfloat16 values (16 bits each: __nv_bfloat16) */
+  KT_F16 = 3   /* IEEE half values (16 bits each: __half) */
+} kt_dtype;
+
+/* op(X): KT_OP_N uses X as stored, KT_OP_T its transpose. */
+typedef enum kt_op { KT_OP_N = 0, KT_OP_T = 1 } kt_op;
+
+/* One (batched) matrix product for kt_matmul_ex:
+ *   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  b = 0 .. batch-1,
+ * row-major with element (not byte) leading dimensions and batch strides.
+ * op(A) is M x K: A is stored M x K (op N, lda >= K) or K x M (op T,
+ * lda >= M); op(B) is K x N: B is stored K x N (op N, ldb >= N) or N x K
+ * (op T, ldb >= K); C is M x N (ldc >= N).  X[b] starts stride_x elements
+ * after X[b-1]; A's and B's strides may be 0 (one operand for the whole
+ * batch), C's must keep the outputs apart.  With beta == 0, C is not read. */
+typedef struct kt_matmul_desc {
+  kt_dtype type;         /* of A and B */
+  kt_op op_a, op_b;
+  int64_t M, N, K;       /* each >= 1 */
+  int64_t batch;         /* >= 1; 0 in a zeroed desc is taken as 1 */
+  float alpha, beta;
+  const void *A;
+  int64_t lda, stride_a;
+  const void *B;
+  int64_t ldb, stride_b;
+  float *C;
+  int64_t ldc, stride_c;
+} kt_matmul_desc;
+
+/* The product a kt_matmul_desc describes.  KT_F32 with op N, N is exactly
+ * kt_matmul (per batch entry); the other types run on tensor cores where
+ * the GPU has them (Hopper: wgmma) and on the CUDA cores otherwise; every
+ * type, op, leading dimension, alignment and batch is served.  Bad
+ * arguments are refused before anything is launched (KT_ERR_BAD_TYPE,
+ * _BAD_SIZE, _BAD_LD, _BAD_STRIDE, _MISALIGNED, _OVERFLOW, ...).  The call
+ * may take scratch for repacked operands from the device's memory pool,
+ * stream-ordered.  desc is only read during the call.  Safe to call from
+ * several threads on one context. */
+KT_API int kt_matmul_ex(kt_context *ctx, const kt_matmul_desc *desc, kt_stream stream);
+
 /* bins[b] = count of samples s with clamp(s, 0, nbins - 1) == b, for the n
  * int32 device samples; bins (nbins uint32 on the device) is overwritten.
  * n may be 0 (bins are zeroed) and at most 2^32 - 1.  Safe to call from
@@ -139,6 +186,11 @@ typedef struct kt_choice {
  * arguments as kt_matmul does but launches nothing.  Thread-safe. */
 KT_API int kt_matmul_choice(kt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                             const float *B, int64_t ldb, const float *C, int64_t ldc, kt_choice *out);
+
+/* Which variant kt_matmul_ex would run for desc (batch entry 0 for KT_F32
+ * op N, N: kt_matmul's choice), and why; checks desc as kt_matmul_ex does
+ * but launches nothing.  Thread-safe. */
+KT_API int kt_matmul_ex_choice(kt_context *ctx, const kt_matmul_desc *desc, kt_choice *out);
 
 /* Which variant kt_histogram would run, and why.  Thread-safe. */
 KT_API int kt_histogram_choice(kt_context *ctx, const int32_t *samples, uint64_t n, const uint32_t *bins, int64_t nbins,

@@ -1,0 +1,304 @@
+/* SPDX-License-Identifier: MIT */
+/* bench/bench_gemm.cu: ktune's tensor-core matmul (kt_matmul_ex) against
+ * cuBLAS in the same precision.
+ *
+ *   make build/bench_gemm
+ *   ./build/bench_gemm --db tuning-db/ktune.db --out bench/results [--quick]
+ *
+ * Row-major C = alpha op(A) op(B) + beta C with FP32 C, alpha 1, beta 0,
+ * for each input type (TF32: FP32 inputs rounded to TF32; BF16; FP16; all
+ * with FP32 accumulation):
+ *   - op N, N at 4096^3, 8192^3 and a few more suite shapes;
+ *   - the four op pairs at 4096^3;
+ *   - strided batches: 512 products of 128x128x64, 64 of 1024x1024x128.
+ * Each case times, on the same random inputs,
+ *   ktune   kt_matmul_ex through a context on --db (the dispatched variant)
+ *   cuBLAS  cublasGemmEx / cublasGemmStridedBatchedEx, compute type
+ *           CUBLAS_COMPUTE_32F_FAST_TF32 (TF32) or CUBLAS_COMPUTE_32F (BF16,
+ *           FP16), C in FP32
+ * checks ktune's C against cuBLAS's (relative Frobenius error), and probes
+ * cuBLAS's precision on the same call: A B must come out as FP32 sums
+ * (1 + 2^-12 from 1 and 2^-12, which a 16-bit accumulator loses), and for
+ * TF32 the inputs must be rounded to TF32 (1 + 2^-12 times 1 gives 1, where
+ * FP32 would keep it): a comparison in another precision is flagged.
+ * Then it times the TF32 repack (a transpose of an 8192 x 8192 FP32
+ * operand, as kt_matmul_ex does for TF32 op N of B) against a copy of the
+ * same bytes.
+ *
+ * Writes OUT/gemm.csv.
+ */
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "bench_common.h"
+#include "gemm_common.cuh"
+#include "matmul_check.cuh"
+
+#define BENCH_CUBLAS(call) bench_cublas_check((call), #call, __FILE__, __LINE__)
+
+static void bench_cublas_check(cublasStatus_t s, const char *what, const char *file, int line)
+{
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cublasGetStatusString(s));
+    exit(1);
+  }
+}
+
+struct gcase {
+  kt_dtype type;
+  int op_a, op_b;
+  int m, n, k, batch;
+};
+
+static const char *type_name(kt_dtype t)
+{
+  return t == KT_TF32 ? "tf32" : t == KT_BF16 ? "bf16" : t == KT_F16 ? "f16" : "f32";
+}
+
+static size_t elem_bytes(kt_dtype t)
+{
+  return t == KT_BF16 || t == KT_F16 ? 2 : 4;
+}
+
+/* Random inputs, never zero: TF32 full FP32 values in (-1, 1); the 16-bit
+ * types odd multiples of 2^-8 in (-1, 1), exact in both. */
+__global__ void fill_typed(void *x, size_t n, int type, uint64_t seed)
+{
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint64_t u = mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1));
+    if (type == KT_BF16)
+      ((__nv_bfloat16 *)x)[i] = __float2bfloat16((float)(2 * (int)(u >> 57) - 127) * 0x1p-8f);
+    else if (type == KT_F16)
+      ((__half *)x)[i] = __float2half((float)(2 * (int)(u >> 57) - 127) * 0x1p-8f);
+    else
+      ((float *)x)[i] = (float)(2 * (u >> 41) + 1) * 0x1p-23f - 1.0f;
+  }
+}
+
+/* *count += elements of x[0..n) that are not want. */
+__global__ void count_not(const float *x, size_t n, float want, unsigned long long *count)
+{
+  unsigned long long c = 0;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    c += x[i] != want;
+  if (c)
+    atomicAdd(count, c);
+}
+
+/* The precision probe's inputs, for op(A) M x K and op(B) K x N as stored:
+ * op(A)(i, 0) = a0, op(A)(i, 1) = a1, op(B)(0, j) = op(B)(1, j) = 1, zeros
+ * elsewhere, so every element of op(A) op(B) is a0 + a1. */
+__global__ void probe_inputs(void *A, void *B, int type, int op_a, int op_b, int M, int N, int K, float a0, float a1)
+{
+  const size_t na = (size_t)M * K, nb = (size_t)K * N;
+  for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < na + nb; e += (size_t)gridDim.x * blockDim.x) {
+    float v;
+    void *p = e < na ? A : B;
+    const size_t i = e < na ? e : e - na;
+    if (e < na) { /* stored M x K (op N) or K x M (op T) */
+      const int k = op_a ? (int)(i / M) : (int)(i % K);
+      v = k == 0 ? a0 : k == 1 ? a1 : 0.0f;
+    } else { /* stored K x N (op N) or N x K (op T) */
+      const int k = op_b ? (int)(i % K) : (int)(i / N);
+      v = k < 2 ? 1.0f : 0.0f;
+    }
+    if (type == KT_BF16)
+      ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
+    else if (type == KT_F16)
+      ((__half *)p)[i] = __float2half(v);
+    else
+      ((float *)p)[i] = v;
+  }
+}
+
+int main(int argc, char **argv)
+{
+  const bench_options o = bench_parse_args(argc, argv, "ktune's tensor-core matmul against cuBLAS (cublasGemmEx).");
+  bench_mkdirs(o.out);
+  const bench_device d = bench_device_open();
+  kt_context *ctx = bench_open_ktune(o);
+  const bench_flush flush = bench_flush_alloc(d);
+  const bench_reps reps = o.quick ? bench_reps{3, 10, 100.0} : bench_reps{5, 30, 300.0};
+
+  cublasHandle_t h;
+  BENCH_CUBLAS(cublasCreate(&h));
+  int cublas_version = 0;
+  BENCH_CUBLAS(cublasGetVersion(h, &cublas_version));
+  printf("cuBLAS %d: cublasGemmEx / cublasGemmStridedBatchedEx, FP32 C; TF32 as CUBLAS_COMPUTE_32F_FAST_TF32, "
+         "BF16 and FP16 as CUBLAS_COMPUTE_32F\n",
+         cublas_version);
+  for (const char *env : {"NVIDIA_TF32_OVERRIDE", "CUBLAS_EMULATE_SINGLE_PRECISION", "CUBLAS_EMULATION_STRATEGY"})
+    if (getenv(env))
+      printf("  note: %s=%s is set in the environment\n", env, getenv(env));
+  printf("timing: median of %d..%d runs (budget %.0f ms) after a warm-up, CUDA events, %zu MiB L2 flush before "
+         "each run\n\n",
+         reps.min_reps, reps.max_reps, reps.budget_ms, flush.bytes >> 20);
+
+  std::vector<gcase> cases;
+  const kt_dtype types[] = {KT_TF32, KT_BF16, KT_F16};
+  for (kt_dtype t : types) {
+    const int nn[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048}, {4000, 4000, 4000},
+                         {1000, 1000, 1000}, {4096, 4096, 256},  {8192, 128, 8192}};
+    const int quick_nn[][3] = {{4096, 4096, 4096}, {1000, 1000, 1000}};
+    if (o.quick)
+      for (auto &s : quick_nn)
+        cases.push_back({t, 0, 0, s[0], s[1], s[2], 1});
+    else
+      for (auto &s : nn)
+        cases.push_back({t, 0, 0, s[0], s[1], s[2], 1});
+    for (int ops = 1; ops < 4; ++ops)
+      cases.push_back({t, ops >> 1, ops & 1, 4096, 4096, 4096, 1});
+    cases.push_back({t, 0, 0, 128, 128, 64, 512});
+    cases.push_back({t, 0, 0, 1024, 1024, 128, 64});
+  }
+
+  bench_csv csv(o.out + "/gemm.csv",
+                "type,ops,m,n,k,batch,ktune_tflops,cublas_tflops,ktune_over_cublas,ktune_ms,cublas_ms,variant,tuned,"
+                "rel_err,bound,cublas_precision,status");
+  printf("%-5s %-3s %-22s %9s %9s %7s  %-9s %-9s %-6s %s\n", "type", "ops", "shape MxNxK (x batch)", "ktune", "cuBLAS",
+         "ktune/", "err", "bound", "status", "ktune dispatched to");
+  printf("%-5s %-3s %-22s %9s %9s %7s\n", "", "", "", "TFLOP/s", "TFLOP/s", "cuBLAS");
+
+  kt_rng rng = {0x67656d6d62656e63ull};
+  double *scratch;
+  BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
+  int failed = 0, imprecise = 0;
+
+  for (const gcase &c : cases) {
+    const int M = c.m, N = c.n, K = c.k, nb = c.batch;
+    const size_t es = elem_bytes(c.type), na = (size_t)M * K, nbb = (size_t)K * N, nc = (size_t)M * N;
+    void *A, *B;
+    float *C_kt, *C_ref;
+    BENCH_CUDA(cudaMalloc(&A, na * nb * es));
+    BENCH_CUDA(cudaMalloc(&B, nbb * nb * es));
+    BENCH_CUDA(cudaMalloc(&C_kt, nc * nb * 4));
+    BENCH_CUDA(cudaMalloc(&C_ref, nc * nb * 4));
+    const long long lda = c.op_a ? M : K, ldb = c.op_b ? K : N;
+
+    /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B
+     * first, with its own op, then A; M and N swap; leading dimensions stay. */
+    const cudaDataType_t dt = c.type == KT_BF16 ? CUDA_R_16BF : c.type == KT_F16 ? CUDA_R_16F : CUDA_R_32F;
+    const cublasComputeType_t ct = c.type == KT_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const cublasOperation_t ta = c.op_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.op_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const float one = 1.0f, zero = 0.0f;
+    auto run_cublas = [&]() -> int {
+      cublasStatus_t st =
+          nb == 1 ? cublasGemmEx(h, ta, tb, N, M, K, &one, B, dt, (int)ldb, A, dt, (int)lda, &zero, C_ref, CUDA_R_32F,
+                                 N, ct, CUBLAS_GEMM_DEFAULT)
+                  : cublasGemmStridedBatchedEx(h, ta, tb, N, M, K, &one, B, dt, (int)ldb, (long long)nbb, A, dt,
+                                               (int)lda, (long long)na, &zero, C_ref, CUDA_R_32F, N, (long long)nc,
+                                               nb, ct, CUBLAS_GEMM_DEFAULT);
+      return st == CUBLAS_STATUS_SUCCESS ? 0 : bench_fail("cublasGemm(Strided)Ex: %s", cublasGetStatusString(st));
+    };
+
+    /* cuBLAS's precision on this very call (batch entry 0 suffices: the
+     * same kernel runs every entry). */
+    auto probe = [&](float a0, float a1, float want) -> long long {
+      probe_inputs<<<d.info.sm_count * 8, 256>>>(A, B, c.type, c.op_a, c.op_b, M, N, K, a0, a1);
+      BENCH_CUDA(cudaGetLastError());
+      BENCH_CUDA(cudaMemset(scratch, 0, sizeof(unsigned long long)));
+      if (run_cublas() != 0)
+        return -1;
+      count_not<<<d.info.sm_count * 8, 256>>>(C_ref, nc, want, (unsigned long long *)scratch);
+      BENCH_CUDA(cudaGetLastError());
+      unsigned long long off = 0;
+      BENCH_CUDA(cudaMemcpy(&off, scratch, sizeof off, cudaMemcpyDeviceToHost));
+      return (long long)off;
+    };
+    const long long acc_off = probe(1.0f, 0x1p-12f, 1.0f + 0x1p-12f);
+    const long long in_off = c.type == KT_TF32 ? probe(1.0f + 0x1p-12f, 0.0f, 1.0f) : 0;
+    const bool precise = acc_off == 0 && in_off == 0;
+    if (!precise) {
+      ++imprecise;
+      printf("  cuBLAS precision probe: %lld elements not FP32 sums, %lld not TF32-rounded inputs\n", acc_off, in_off);
+    }
+
+    fill_typed<<<d.info.sm_count * 8, 256>>>(A, na * nb, c.type, kt_rng_next(&rng));
+    fill_typed<<<d.info.sm_count * 8, 256>>>(B, nbb * nb, c.type, kt_rng_next(&rng));
+    BENCH_CUDA(cudaGetLastError());
+    BENCH_CUDA(cudaMemset(C_kt, 0xff, nc * nb * 4)); /* NaN: an element never written fails the check */
+    BENCH_CUDA(cudaDeviceSynchronize());
+
+    kt_matmul_desc desc = {};
+    desc.type = c.type, desc.op_a = (kt_op)c.op_a, desc.op_b = (kt_op)c.op_b;
+    desc.M = M, desc.N = N, desc.K = K, desc.batch = nb, desc.alpha = 1.0f, desc.beta = 0.0f;
+    desc.A = A, desc.lda = lda, desc.stride_a = (int64_t)na;
+    desc.B = B, desc.ldb = ldb, desc.stride_b = (int64_t)nbb;
+    desc.C = C_kt, desc.ldc = N, desc.stride_c = (int64_t)nc;
+    kt_choice choice = {};
+    int rc = kt_matmul_ex_choice(ctx, &desc, &choice);
+    if (rc != KT_OK)
+      snprintf(choice.variant, sizeof choice.variant, "(%s)", kt_strerror(rc));
+    auto run_ktune = [&]() -> int {
+      int r = kt_matmul_ex(ctx, &desc, 0);
+      return r == KT_OK ? 0 : bench_fail("kt_matmul_ex: %s", kt_strerror(r));
+    };
+
+    const bench_time_result t_kt = bench_time(run_ktune, flush, reps);
+    const bench_time_result t_cb = bench_time(run_cublas, flush, reps);
+    BENCH_CUDA(cudaDeviceSynchronize());
+
+    /* Both sum exact (16-bit) or TF32-rounded products in FP32; ktune may
+     * truncate TF32 inputs where cuBLAS rounds them (2^-11 relative each). */
+    const double bound = c.type == KT_TF32 ? 0x1p-8 : 64.0 * 0x1p-23 * sqrt((double)K);
+    const double err = t_kt.ok && t_cb.ok ? rel_error(C_kt, C_ref, M * nb, N, N, scratch, d) : NAN;
+    const bool ok = t_kt.ok && t_cb.ok && err <= bound;
+    if (!ok)
+      ++failed;
+    const double flop = 2.0 * M * N * (double)K * nb;
+    const double f_kt = t_kt.ok ? flop / (t_kt.ms * 1e9) : NAN, f_cb = t_cb.ok ? flop / (t_cb.ms * 1e9) : NAN;
+    char ops[3] = {"nt"[c.op_a], "nt"[c.op_b], 0}, shape[48];
+    if (nb > 1)
+      snprintf(shape, sizeof shape, "%dx%dx%d x%d", M, N, K, nb);
+    else
+      snprintf(shape, sizeof shape, "%dx%dx%d", M, N, K);
+    printf("%-5s %-3s %-22s %9.1f %9.1f %7.3f  %-9.2e %-9.2e %-6s %s%s\n", type_name(c.type), ops, shape, f_kt, f_cb,
+           f_kt / f_cb, err, bound, ok ? "ok" : "FAILED", choice.variant, choice.tuned ? " (tuned)" : " (default)");
+    if (!t_kt.ok)
+      printf("  ktune failed: %s\n", t_kt.err.c_str());
+    if (!t_cb.ok)
+      printf("  cuBLAS failed: %s\n", t_cb.err.c_str());
+    csv.row("%s,%s,%d,%d,%d,%d,%.2f,%.2f,%.4f,%.5f,%.5f,%s,%d,%.3e,%.3e,%s,%s", type_name(c.type), ops, M, N, K, nb,
+            f_kt, f_cb, f_kt / f_cb, t_kt.ms, t_cb.ms, choice.variant, choice.tuned, err, bound,
+            precise ? "same" : "DIFFERENT", ok ? "ok" : "failed");
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C_kt);
+    cudaFree(C_ref);
+  }
+
+  /* The TF32 repack against a copy of its bytes: 8192 x 8192 FP32. */
+  {
+    const int R = 8192, Kt = 8192;
+    float *src, *dst;
+    BENCH_CUDA(cudaMalloc(&src, (size_t)R * Kt * 4));
+    BENCH_CUDA(cudaMalloc(&dst, (size_t)R * Kt * 4));
+    fill_typed<<<d.info.sm_count * 8, 256>>>(src, (size_t)R * Kt, KT_TF32, 7);
+    auto run_pack = [&]() -> int {
+      return (int)gemm_pack_launch(src, R, 0, 0, R, Kt, Kt, 1, KT_GEMM_TF32, dst, 0);
+    };
+    auto run_copy = [&]() -> int {
+      return (int)cudaMemcpyAsync(dst, src, (size_t)R * Kt * 4, cudaMemcpyDeviceToDevice, 0);
+    };
+    const bench_time_result tp = bench_time(run_pack, flush, reps), tc = bench_time(run_copy, flush, reps);
+    const double gb = 2.0 * R * (double)Kt * 4 / 1e9;
+    printf("\nTF32 repack (transpose) of %d x %d FP32: %.3f ms = %.0f GB/s; cudaMemcpy of the same bytes %.3f ms = "
+           "%.0f GB/s\n",
+           R, Kt, tp.ms, gb / (tp.ms * 1e-3), tc.ms, gb / (tc.ms * 1e-3));
+    cudaFree(src);
+    cudaFree(dst);
+  }
+
+  printf("\n%zu cases, %d failed the check, %d compared against cuBLAS in another precision\n", cases.size(), failed,
+         imprecise);
+  printf("wrote %s/gemm.csv\n", o.out.c_str());
+  cublasDestroy(h);
+  kt_close(ctx);
+  return failed || imprecise ? 1 : 0;
+}

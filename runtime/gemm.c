@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/gemm.c: the gemm family (tensor-core matmul) in the runtime:
+ * kt_matmul_ex and kt_matmul_ex_choice, their argument checks, which
+ * variants can serve a call, the problem key and the selection rule.
+ *
+ * kt_matmul_ex takes every input type, op, leading dimension, alignment and
+ * batch.  KT_F32 with op N, N is kt_matmul, once per batch entry (the
+ * matmul family's tuned FP32 kernels).  Everything else is this family's:
+ * a wgmma variant of the call's type where the GPU is Hopper (sm_90; the
+ * kernels are sm_90a machine code), which repacks what TMA cannot read in
+ * place, else the CUDA-core fallback (algo simt), which serves all.
+ *
+ * Selection: tuned problems are keyed by shape, input type and op pair
+ * ("4096x4096x4096 bf16 nn"), each ranking the variants of its type timed
+ * on that layout.  A call takes the tuned problem of its type and op pair
+ * nearest its M x N x K (least sum of squared log-ratios; another op pair
+ * of the type, then another type, only when its own was not tuned), and
+ * within its ranking the fastest variant that serves the call's type;
+ * else the defaults.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kt_internal.h"
+
+_Static_assert((int)KT_F32 == (int)KT_GEMM_F32 && (int)KT_TF32 == (int)KT_GEMM_TF32 && (int)KT_BF16 == (int)KT_GEMM_BF16 &&
+                   (int)KT_F16 == (int)KT_GEMM_F16,
+               "kt_dtype and the launchers' type codes agree");
+_Static_assert((int)KT_OP_N == (int)KT_GEMM_OP_N && (int)KT_OP_T == (int)KT_GEMM_OP_T, "kt_op and the launchers' op codes agree");
+
+static const char *const type_names[] = {"f32", "tf32", "bf16", "f16"};
+
+const char *kt_gemm_type_name(int type)
+{
+  return type >= 0 && type < 4 ? type_names[type] : "?";
+}
+
+/* ---- which variants serve a call ---------------------------------------- */
+
+int kt_gemm_serves(const kt_variant *v, const kt_device_info *d, int type)
+{
+  if (v->family != KT_FAMILY_GEMM || !kt_variant_runs_on(v, d))
+    return 0;
+  if (strcmp(v->algo, "simt") == 0)
+    return 1;
+  /* The tensor-core kernels are sm_90a code: Hopper only; one type each. */
+  const char *t = NULL;
+  for (int i = 0; i < v->nparams; ++i)
+    if (strcmp(v->params[i].key, "type") == 0)
+      t = v->params[i].value;
+  return d->cc == 90 && t && strcmp(t, kt_gemm_type_name(type)) == 0;
+}
+
+/* ---- the family's entry ------------------------------------------------ */
+
+/* A problem is a shape and a layout (dim[3], kt_gemm_layout): the key
+ * "4096x4096x4096 bf16 nt" (op(A), op(B): n or t).  The database keeps m,
+ * n and k in its size columns and the layout in the key alone. */
+static void gemm_key(const kt_problem *p, char *buf, size_t len)
+{
+  const long long l = p->dim[3];
+  snprintf(buf, len, "%lldx%lldx%lld %s %c%c", p->m, p->n, p->k, kt_gemm_type_name((int)(l / 4)), "nt"[(l >> 1) & 1],
+           "nt"[l & 1]);
+}
+
+static int gemm_parse(const char *s, kt_problem *out)
+{
+  long long m, n, k;
+  char type[8], ops[3];
+  int used = 0, t = -1;
+  if (!s || sscanf(s, "%lldx%lldx%lld %7s %2[nt]%n", &m, &n, &k, type, ops, &used) != 5 || s[used] != '\0' ||
+      strlen(ops) != 2 || m <= 0 || n <= 0 || k <= 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX)
+    return KT_ERR_BAD_OPTION;
+  for (int i = 0; i < 4; ++i)
+    if (strcmp(type, type_names[i]) == 0)
+      t = i;
+  if (t < 0)
+    return KT_ERR_BAD_OPTION;
+  memset(out, 0, sizeof *out);
+  out->family = KT_FAMILY_GEMM;
+  out->m = m, out->n = n, out->k = k;
+  out->dim[3] = kt_gemm_layout(t, ops[0] == 't', ops[1] == 't');
+  return KT_OK;
+}
+
+/* Variants worth timing on p: those of p's type on Hopper; the CUDA-core
+ * fallback only where no tensor-core variant runs (it is the default there
+ * anyway, and far too slow to be timed at tuned sizes beside wgmma). */
+static int gemm_fits(const kt_variant *v, const kt_device_info *d, const kt_problem *p)
+{
+  if (v->family != KT_FAMILY_GEMM || !kt_variant_runs_on(v, d))
+    return 0;
+  const int type = (int)(p->dim[3] / 4);
+  if (strcmp(v->algo, "simt") == 0)
+    return d->cc != 90 || type == KT_F32;
+  return kt_gemm_serves(v, d, type);
+}
+
+static void gemm_prepare(kt_tuned *t)
+{
+  kt_problem p;
+  if (gemm_parse(t->key, &p) == KT_OK)
+    t->problem.dim[3] = p.dim[3];
+  t->log_shape[0] = log((double)t->problem.m);
+  t->log_shape[1] = log((double)t->problem.n);
+  t->log_shape[2] = log((double)t->problem.k);
+}
+
+const kt_family_ops kt_gemm_ops = {
+    .id = KT_FAMILY_GEMM,
+    .name = "gemm",
+    .long_name = "tensor-matmul",
+    .ndims = 4,
+    .dims = {"m", "n", "k", "layout"},
+    .key = gemm_key,
+    .parse = gemm_parse,
+    .fits = gemm_fits,
+    .prepare = gemm_prepare,
+};
+
+/* ---- the selection rule ------------------------------------------------- */
+
+const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long N, long long K, long long layout)
+{
+  const double lm = log((double)M), ln = log((double)N), lk = log((double)K);
+  const kt_tuned *best = NULL;
+  double bd = INFINITY;
+  for (int i = 0; i < n; ++i) {
+    if (t[i].problem.family != KT_FAMILY_GEMM)
+      continue;
+    const long long l = t[i].problem.dim[3];
+    /* Another layout only when none of this one is tuned: another op
+     * pair of the type first, then another type. */
+    const double far = l == layout ? 0.0 : l / 4 == layout / 4 ? 1e6 : 1e12;
+    const double a = lm - t[i].log_shape[0], b = ln - t[i].log_shape[1], c = lk - t[i].log_shape[2];
+    const double d = far + a * a + b * b + c * c;
+    if (d < bd) {
+      bd = d;
+      best = &t[i];
+    }
+  }
+  return best;
+}
+
+static int serves_call(const kt_variant *v, const kt_device_info *d, const void *call)
+{
+  return kt_gemm_serves(v, d, *(const int *)call);
+}
+
+static const kt_variant *choose(const kt_context *c, const kt_matmul_desc *x, kt_choice *out)
+{
+  int nt = 0;
+  const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_GEMM, &nt);
+  const kt_tuned *t = kt_gemm_nearest(tuned, nt, x->M, x->N, x->K, kt_gemm_layout(x->type, x->op_a, x->op_b));
+  const int type = (int)x->type;
+  return kt_dispatch_choose(kt_context_device(c), KT_FAMILY_GEMM, t, serves_call, &type, out);
+}
+
+/* ---- argument checks ----------------------------------------------------- */
+
+static int elem_bytes(kt_dtype t)
+{
+  return t == KT_BF16 || t == KT_F16 ? 2 : 4;
+}
+
+/* Elements an operand of rows x cols (row stride ld) spans over the batch,
+ * into *out; KT_ERR_OVERFLOW when that or its bytes do not fit int64. */
+static int span(int64_t rows, int64_t cols, int64_t ld, int64_t batch, int64_t stride, int es, int64_t *out)
+{
+  int64_t a, b;
+  if (__builtin_mul_overflow(rows - 1, ld, &a) || __builtin_add_overflow(a, cols, &a) ||
+      __builtin_mul_overflow(batch - 1, stride, &b) || __builtin_add_overflow(a, b, out) ||
+      __builtin_mul_overflow(*out, (int64_t)es, &a))
+    return KT_ERR_OVERFLOW;
+  return KT_OK;
+}
+
+/* The checks of kt_matmul_ex, on a copy of desc with batch 0 made 1. */
+static int check(const kt_matmul_desc *x)
+{
+  if (!x->A || !x->B || !x->C)
+    return KT_ERR_NULL_POINTER;
+  if ((unsigned)x->type > (unsigned)KT_F16 || (unsigned)x->op_a > (unsigned)KT_OP_T ||
+      (unsigned)x->op_b > (unsigned)KT_OP_T)
+    return KT_ERR_BAD_TYPE;
+  if (x->M < 1 || x->N < 1 || x->K < 1 || x->batch < 1)
+    return KT_ERR_BAD_SIZE;
+  if (x->M > INT_MAX - 1024 || x->N > INT_MAX - 1024 || x->K > INT_MAX - 1024 || x->batch > INT_MAX)
+    return KT_ERR_OVERFLOW;
+  /* Stored shapes: op N stores op(X) as is, op T its transpose. */
+  const int64_t ar = x->op_a == KT_OP_N ? x->M : x->K, ac = x->op_a == KT_OP_N ? x->K : x->M;
+  const int64_t br = x->op_b == KT_OP_N ? x->K : x->N, bc = x->op_b == KT_OP_N ? x->N : x->K;
+  if (x->lda < ac || x->ldb < bc || x->ldc < x->N)
+    return KT_ERR_BAD_LD;
+  if (x->stride_a < 0 || x->stride_b < 0 || x->stride_c < 0)
+    return KT_ERR_BAD_STRIDE;
+  /* Outputs of one batch must not overlap: entry b + 1 starts past the
+   * last element of entry b. */
+  if (x->batch > 1 && x->stride_c < (x->M - 1) * x->ldc + x->N)
+    return KT_ERR_BAD_STRIDE;
+  const int es = elem_bytes(x->type);
+  int64_t e;
+  int rc = span(ar, ac, x->lda, x->batch, x->stride_a, es, &e);
+  if (rc == KT_OK)
+    rc = span(br, bc, x->ldb, x->batch, x->stride_b, es, &e);
+  if (rc == KT_OK)
+    rc = span(x->M, x->N, x->ldc, x->batch, x->stride_c, 4, &e);
+  if (rc != KT_OK)
+    return rc;
+  if (((uintptr_t)x->A | (uintptr_t)x->B) % (uintptr_t)es || (uintptr_t)x->C % 4)
+    return KT_ERR_MISALIGNED;
+  return KT_OK;
+}
+
+/* KT_F32 with op N, N: the matmul family's exact FP32 kernels. */
+static int is_plain_f32(const kt_matmul_desc *x)
+{
+  return x->type == KT_F32 && x->op_a == KT_OP_N && x->op_b == KT_OP_N;
+}
+
+static int load_desc(const kt_matmul_desc *desc, kt_matmul_desc *x)
+{
+  if (!desc)
+    return KT_ERR_NULL_POINTER;
+  *x = *desc;
+  if (x->batch == 0)
+    x->batch = 1;
+  return check(x);
+}
+
+/* ---- the API ------------------------------------------------------------ */
+
+int kt_matmul_ex_choice(kt_context *c, const kt_matmul_desc *desc, kt_choice *out)
+{
+  kt_matmul_desc x;
+  int rc = kt_context_check(c);
+  if (rc == KT_OK && !out)
+    rc = KT_ERR_NULL_POINTER;
+  if (rc == KT_OK)
+    rc = load_desc(desc, &x);
+  if (rc != KT_OK)
+    return rc;
+  if (is_plain_f32(&x))
+    return kt_matmul_choice(c, x.M, x.N, x.K, x.A, x.lda, x.B, x.ldb, x.C, x.ldc, out);
+  return choose(c, &x, out) ? KT_OK : KT_ERR_NO_VARIANT;
+}
+
+int kt_matmul_ex(kt_context *c, const kt_matmul_desc *desc, kt_stream stream)
+{
+  kt_matmul_desc x;
+  int rc = kt_context_check(c);
+  if (rc == KT_OK)
+    rc = load_desc(desc, &x);
+  if (rc != KT_OK)
+    return rc;
+  if (!kt_context_device_pointer(c, x.A) || !kt_context_device_pointer(c, x.B) ||
+      !kt_context_device_pointer(c, x.C))
+    return KT_ERR_NOT_DEVICE_POINTER;
+  if (is_plain_f32(&x)) {
+    const float *A = x.A, *B = x.B;
+    for (int64_t b = 0; b < x.batch && rc == KT_OK; ++b)
+      rc = kt_matmul(c, x.M, x.N, x.K, x.alpha, A + b * x.stride_a, x.lda, B + b * x.stride_b, x.ldb, x.beta,
+                     x.C + b * x.stride_c, x.ldc, stream);
+    return rc;
+  }
+  const kt_variant *v = choose(c, &x, NULL);
+  if (!v)
+    return KT_ERR_NO_VARIANT;
+  const kt_device_info *d = kt_context_device(c);
+  kt_gemm_args a = {(int)x.type, (int)x.op_a, (int)x.op_b, (int)x.M, (int)x.N, (int)x.K, (int)x.batch,
+                    x.alpha, x.beta, x.A, x.B, x.C, x.lda, x.ldb, x.ldc, x.stride_a, x.stride_b, x.stride_c,
+                    d->sm_count, kt_context_pool(c)};
+  return kt_context_launch(c, v, &a, stream);
+}

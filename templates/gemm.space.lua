@@ -1,0 +1,92 @@
+-- templates/gemm.space.lua: the parameter space of the gemm family.
+--
+-- C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] on tensor cores: inputs
+-- BF16, FP16 or FP32 rounded to TF32, FP32 accumulation and C, either op,
+-- strided batches (kt_gemm_args, runtime/kt_variant.h).  A variant
+-- serves one input type (wgmma) or all of them (simt, the fallback).
+-- Each kernel lists { parameter, {values}, "meaning", tag = "t" } (tags:
+-- generator/tags.lua); constraints drop what cannot be built, each with
+-- the reason `make generate --explain` prints.
+local TYPES = {
+  -- ptx: wgmma's operand type; tma: the tensor map's element type;
+  -- es: bytes per element; ki: K of one wgmma instruction (32 bytes).
+  bf16 = { id = 2, ptx = "bf16", tma = "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16", es = 2, ki = 16 },
+  f16 = { id = 3, ptx = "f16", tma = "CU_TENSOR_MAP_DATA_TYPE_FLOAT16", es = 2, ki = 16 },
+  tf32 = { id = 1, ptx = "tf32", tma = "CU_TENSOR_MAP_DATA_TYPE_FLOAT32", es = 4, ki = 8 },
+}
+
+return {
+  family = "gemm",
+  required = { "align" },
+
+  -- Untuned calls use the first of these that serves the call (the input
+  -- type decides); the last, on the CUDA cores, serves every input anywhere.
+  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8", "gemm_wgmma_f16_128x256_wg2_s4_g8",
+               "gemm_wgmma_tf32_128x256_wg2_s4_g8", "gemm_simt_bs16" },
+
+  kernels = {
+    {
+      algo = "wgmma",
+      template = "templates/gemm_wgmma.cu.tpl",
+      doc = "Hopper: wgmma from shared memory, TMA loads through an mbarrier pipeline, a producer warpgroup " ..
+        "and WG consumer warpgroups (setmaxnreg); 16-bit types read every op pair in place (wgmma's transpose), " ..
+        "TF32 MN-major operands are repacked K-major first",
+      params = {
+        { "type", { "bf16", "f16", "tf32" }, "input type; FP32 accumulation", tag = "" },
+        { "bm", { 128 }, "BM: rows of C per block", tag = "" },
+        { "bn", { 128, 256 }, "BN: columns of C per block (wgmma's N)", join = "x" },
+        { "wg", { 2 }, "consumer warpgroups; each owns BM / wg rows", tag = "wg" },
+        { "stages", { 4, 6 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
+        { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
+      },
+      derive = function(v, t)
+        local ty = TYPES[v.type]
+        v.type_id, v.ptx_type, v.tma_type, v.es, v.ki = ty.id, ty.ptx, ty.tma, ty.es, ty.ki
+        v.bk = 128 // v.es -- one 128-byte swizzle row of K per slice row
+        v.threads = 128 * (v.wg + 1)
+        v.stage_bytes = (v.bm + v.bn) * v.bk * v.es
+        v.smem_static = 0
+        v.smem_dynamic = v.stages * v.stage_bytes + 2 * v.stages * 8 + 1024 -- + barriers, + alignment slack
+        -- setmaxnreg: the producer gives registers to the consumers, whose
+        -- accumulators take (BM / wg) * BN / 128 per thread.
+        v.regs_producer = 40
+        v.regs_consumer = math.min(240, ((t.regs_per_sm // 128 - v.regs_producer) // v.wg) // 8 * 8)
+        v.acc_regs = (v.bm // v.wg) * v.bn // 128
+        v.cluster, v.min_cc, v.align, v.blocks_per_sm = 1, 90, 1, 1
+      end,
+      constraints = {
+        -- A per-architecture build must drop these variants on any other
+        -- target: sm_90a code runs on sm_90 alone, and there is no PTX to JIT.
+        { "wgmma, TMA and setmaxnreg exist only as sm_90a machine code (no PTX runs elsewhere)",
+          function(v, t) return t.arch == "sm_90a" or t.cc == 90 end },
+        { "a deeper pipeline only where the tile leaves shared memory for it (BN 128 takes 6 stages, BN 256 4)",
+          function(v) return v.stages == (v.bn == 128 and 6 or 4) end },
+        { "each consumer owns whole m64 tiles", function(v) return (v.bm // v.wg) % 64 == 0 end },
+        { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
+        { "the accumulators leave a consumer 40 registers for addresses and the epilogue",
+          function(v) return v.acc_regs + 40 <= v.regs_consumer end },
+      },
+    },
+    {
+      algo = "simt",
+      template = "templates/gemm_simt.cu.tpl",
+      doc = "the fallback: the Programming Guide's tiled kernel over any type, op, alignment and batch, FP32 FMA",
+      params = {
+        { "bs", { 16 }, "BLOCK_SIZE: edge of the square tile; one output per thread", tag = "bs" },
+      },
+      derive = function(v, t)
+        v.threads = v.bs * v.bs
+        v.smem_static = 2 * v.bs * (v.bs + 1) * 4
+        v.smem_dynamic = 0
+        v.cluster, v.min_cc, v.align = 1, 0, 1
+        v.blocks_per_sm = math.min(32, t.max_threads_per_sm // v.threads)
+      end,
+    },
+  },
+
+  constraints = {
+    { "threads per block <= the target's limit (1024)", function(v, t) return v.threads <= t.max_threads end },
+    { "shared memory per block <= the target's opt-in limit",
+      function(v, t) return v.smem_static + v.smem_dynamic <= t.smem_optin end },
+  },
+}

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/test_gemm_gpu.c: every gemm (tensor-core matmul) variant, for its
+ * input types, every op pair, batches and padding, against a double
+ * reference from the rounded inputs (tuner/gemm.h), and kt_matmul_ex
+ * through dispatch; CPU-side argument checks live in test_api.c. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gemm.h"
+#include "gpu_test.h"
+#include "matmul.h"
+
+TestSuite(gemm_gpu, .init = gpu_or_skip);
+
+static uint64_t fresh_seed(void)
+{
+  return (uint64_t)time(NULL) * 2654435761u ^ (uint64_t)clock();
+}
+
+static int variant_serves_type(const kt_variant *v, int type)
+{
+  return kt_gemm_serves(v, &gpu, type);
+}
+
+Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_shapes)
+{
+  kt_rng r = {fresh_seed()};
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_GEMM || !kt_variant_runs_on(v, &gpu))
+      continue;
+    for (int type = KT_F32; type <= KT_F16; ++type) {
+      if (!variant_serves_type(v, type))
+        continue;
+      for (int ops = 0; ops < 4; ++ops) {
+        const kt_tune_gemm_case cs = {type, ops >> 1, ops & 1, 1 + (int)(kt_rng_next(&r) % 260),
+                                      1 + (int)(kt_rng_next(&r) % 260), 1 + (int)(kt_rng_next(&r) % 300),
+                                      1 + ops % 3, (int)(kt_rng_next(&r) % 9), ops ? 1.0f : -1.5f,
+                                      ops % 2 ? 0.0f : 0.5f};
+        kt_check c;
+        kt_tune_gemm_check(v, &gpu, &cs, kt_rng_next(&r), &c);
+        cr_expect(c.ok, "%s (%s, op %c%c): %s", v->name, kt_gemm_type_name(type), "NT"[cs.op_a], "NT"[cs.op_b],
+                  c.reason);
+        ++checked;
+      }
+    }
+  }
+  cr_assert_gt(checked, 0);
+}
+
+/* Sizes whose rows TMA can address (multiples of 8 elements, 16 bytes for
+ * the 16-bit types) take the in-place paths: BF16 and FP16 read every op
+ * pair MN- or K-major where it is; TF32 repacks MN-major operands.  Edges
+ * off every tile, K off the 64-element slice, batches. */
+Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
+{
+  kt_rng r = {fresh_seed()};
+  static const int shapes[][5] = {{200, 136, 72, 0, 2}, {64, 256, 128, 8, 1}, {328, 264, 200, 16, 3}, {8, 8, 8, 0, 1}};
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_GEMM || strcmp(v->algo, "wgmma") != 0 || !kt_variant_runs_on(v, &gpu))
+      continue;
+    for (int type = KT_TF32; type <= KT_F16; ++type) {
+      if (!variant_serves_type(v, type))
+        continue;
+      for (int ops = 0; ops < 4; ++ops)
+        for (int s = 0; s < 4; ++s) {
+          const kt_tune_gemm_case cs = {type, ops >> 1, ops & 1, shapes[s][0], shapes[s][1], shapes[s][2],
+                                        shapes[s][4], shapes[s][3], s ? 1.0f : 0.5f, s % 2 ? -1.0f : 0.0f};
+          kt_check c;
+          kt_tune_gemm_check(v, &gpu, &cs, kt_rng_next(&r), &c);
+          cr_expect(c.ok, "%s (%s, op %c%c, %dx%dx%d): %s", v->name, kt_gemm_type_name(type), "NT"[cs.op_a],
+                    "NT"[cs.op_b], cs.M, cs.N, cs.K, c.reason);
+          ++checked;
+        }
+    }
+  }
+  if (checked == 0)
+    cr_skip_test("no wgmma variant runs on this GPU (Hopper only)");
+}
+
+Test(gemm_gpu, matmul_ex_f32_nn_is_kt_matmul_per_batch_entry)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  const int M = 37, N = 41, K = 29, batch = 3;
+  const size_t per = (size_t)M * K + 5;
+  float *A, *B, *C;
+  cr_assert_eq(cudaMalloc((void **)&A, per * batch * 4), cudaSuccess);
+  cr_assert_eq(cudaMalloc((void **)&B, (size_t)K * N * 4), cudaSuccess);
+  cr_assert_eq(cudaMalloc((void **)&C, (size_t)M * N * batch * 4), cudaSuccess);
+  float *h = malloc(per * batch * 4);
+  kt_rng r = {fresh_seed()};
+  for (size_t i = 0; i < per * batch; ++i)
+    h[i] = kt_rng_float(&r);
+  cudaMemcpy(A, h, per * batch * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(B, h, (size_t)K * N * 4, cudaMemcpyHostToDevice);
+  const kt_matmul_desc d = {.type = KT_F32, .M = M, .N = N, .K = K, .batch = batch, .alpha = 1.0f, .A = A,
+                            .lda = K, .stride_a = (int64_t)per, .B = B, .ldb = N, .stride_b = 0, .C = C, .ldc = N,
+                            .stride_c = (int64_t)M * N};
+  cr_assert_eq(kt_matmul_ex(ctx, &d, NULL), KT_OK);
+  float *got = malloc((size_t)M * N * batch * 4);
+  cudaMemcpy(got, C, (size_t)M * N * batch * 4, cudaMemcpyDeviceToHost);
+  for (int b = 0; b < batch; ++b)
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double ref = 0, mag = 0;
+        for (int k = 0; k < K; ++k) {
+          const double p = (double)h[b * per + (size_t)i * K + k] * h[(size_t)k * N + j];
+          ref += p, mag += fabs(p);
+        }
+        cr_expect_leq(fabs(got[(size_t)b * M * N + (size_t)i * N + j] - ref),
+                      kt_tune_gemm_bound(KT_F32, K, 1.0, mag, 0.0), "C[%d](%d, %d)", b, i, j);
+      }
+  free(h);
+  free(got);
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
+  kt_close(ctx);
+}

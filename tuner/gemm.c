@@ -1,0 +1,431 @@
+/* SPDX-License-Identifier: MIT */
+/* tuner/gemm.c: what the tuner knows about the gemm family (tensor-core
+ * matmul, kt_tune_gemm_): its check against a double-precision reference
+ * from the rounded inputs (gemm.h), its default tuning shapes, its inputs,
+ * check and timing in a worker, and its rows of the tune summary (its
+ * kt_tune_family entry, at the end). */
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "gemm.h"
+#include "matmul.h"
+#include "tuner.h"
+
+/* ---- inputs -------------------------------------------------------------- */
+
+float kt_tune_gemm_round(float x, int type)
+{
+  if (type == KT_F32 || isnan(x))
+    return x;
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if (type == KT_TF32) /* to nearest, ties away: cvt.rna.tf32.f32 */
+    u = (u + 0x1000u) & ~0x1fffu;
+  else if (type == KT_BF16) /* to nearest, ties to even */
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  else { /* F16: values are drawn representable (kt_tune_gemm_value) */
+    return x;
+  }
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+float kt_tune_gemm_value(kt_rng *r, int type)
+{
+  /* Multiples of 2^-8 in (-1, 1) are exact in every type, so one draw
+   * serves all; TF32 and F32 get full FP32 values, which TF32 must round. */
+  if (type == KT_BF16 || type == KT_F16)
+    return (float)((int)(kt_rng_next(r) % 511) - 255) * 0x1p-8f;
+  return kt_rng_float(r);
+}
+
+/* The 16 bits of x (exactly representable in the type) as stored. */
+static uint16_t bits16(float x, int type)
+{
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if (type == KT_BF16)
+    return (uint16_t)(u >> 16);
+  /* F16 of a normal float with <= 11 significant bits and |x| >= 2^-14, or 0
+   * (NaN for padding). */
+  if (isnan(x))
+    return 0x7e00;
+  if (x == 0.0f)
+    return (uint16_t)((u >> 16) & 0x8000u);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const int e = (int)((u >> 23) & 0xff) - 127 + 15;
+  return (uint16_t)(sign | (uint32_t)e << 10 | ((u >> 13) & 0x3ffu));
+}
+
+/* Copy n floats to the device as `type` stores them. */
+static cudaError_t upload(void *dst, const float *src, size_t n, int type)
+{
+  if (type == KT_F32 || type == KT_TF32)
+    return cudaMemcpy(dst, src, n * 4, cudaMemcpyHostToDevice);
+  uint16_t *h = malloc(n * 2 + 2);
+  if (!h)
+    return cudaErrorMemoryAllocation;
+  for (size_t i = 0; i < n; ++i)
+    h[i] = bits16(src[i], type);
+  const cudaError_t e = cudaMemcpy(dst, h, n * 2, cudaMemcpyHostToDevice);
+  free(h);
+  return e;
+}
+
+int kt_tune_gemm_variant_type(const kt_variant *v)
+{
+  const char *t = kt_tune_family_param(v, "type");
+  for (int i = 0; t && i < 4; ++i)
+    if (strcmp(t, kt_gemm_type_name(i)) == 0)
+      return i;
+  return KT_BF16; /* the fallback serves all types; it is timed on BF16 */
+}
+
+/* ---- the check ------------------------------------------------------------ */
+
+void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt_tune_gemm_case *cs, uint64_t seed,
+                        kt_check *out)
+{
+  memset(out, 0, sizeof *out);
+  kt_rng r = {seed};
+  const int type = cs->type, M = cs->M, N = cs->N, K = cs->K, nb = cs->batch;
+  const int es = type == KT_BF16 || type == KT_F16 ? 2 : 4;
+  /* Stored shapes, padded leading dimensions, batch strides with a gap. */
+  const long long ar = cs->op_a ? K : M, ac = cs->op_a ? M : K, br = cs->op_b ? N : K, bc = cs->op_b ? K : N;
+  const long long lda = ac + cs->pad, ldb = bc + cs->pad, ldc = N + 3;
+  const long long sa = ar * lda + 8, sb = br * ldb + 8, sc = (long long)M * ldc + 4;
+  const size_t na = (size_t)(sa * nb), nbb = (size_t)(sb * nb), nc = (size_t)(sc * nb);
+  float *A = malloc(na * 4), *B = malloc(nbb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
+  void *dA = NULL, *dB = NULL;
+  float *dC = NULL;
+  if (!A || !B || !C0 || !C) {
+    snprintf(out->reason, sizeof out->reason, "out of host memory");
+    goto done;
+  }
+  /* NaN in every padding element: a kernel that reads one fails. */
+  for (size_t i = 0; i < na; ++i)
+    A[i] = (long long)(i % sa) < ar * lda && (long long)(i % sa) % lda < ac ? kt_tune_gemm_value(&r, type) : NAN;
+  for (size_t i = 0; i < nbb; ++i)
+    B[i] = (long long)(i % sb) < br * ldb && (long long)(i % sb) % ldb < bc ? kt_tune_gemm_value(&r, type) : NAN;
+  for (size_t i = 0; i < nc; ++i)
+    C0[i] = cs->beta != 0.0f ? kt_rng_float(&r) : NAN;
+  if (kt_measure_cuda_failed(out, cudaMalloc(&dA, na * es), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc(&dB, nbb * es), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc((void **)&dC, nc * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, upload(dA, A, na, type), "upload") ||
+      kt_measure_cuda_failed(out, upload(dB, B, nbb, type), "upload") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
+    goto done;
+  kt_gemm_args a = {type, cs->op_a, cs->op_b, M, N, K, nb, cs->alpha, cs->beta, dA, dB, dC, lda, ldb, ldc, sa, sb, sc,
+                    dev->sm_count, kt_device_pool(dev->ordinal)};
+  if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
+      kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+    goto done;
+  out->ok = 1;
+  for (int b = 0; b < nb && out->ok; ++b)
+    for (int i = 0; i < M && out->ok; ++i)
+      for (int j = 0; j < N; ++j) {
+        double ref = 0, mag = 0;
+        for (int k = 0; k < K; ++k) {
+          const double x = kt_tune_gemm_round(A[b * sa + (cs->op_a ? (long long)k * lda + i : (long long)i * lda + k)], type);
+          const double y = kt_tune_gemm_round(B[b * sb + (cs->op_b ? (long long)j * ldb + k : (long long)k * ldb + j)], type);
+          ref += x * y;
+          mag += fabs(x * y);
+        }
+        const double c0 = cs->beta != 0.0f ? C0[b * sc + (long long)i * ldc + j] : 0.0;
+        ref = cs->alpha * ref + cs->beta * c0;
+        const double got = C[b * sc + (long long)i * ldc + j];
+        const double e = fabs(got - ref) / kt_tune_gemm_bound(type, K, cs->alpha, mag, cs->beta * c0);
+        if (!(e <= 1.0)) {
+          out->ok = 0;
+          out->worst = isnan(e) ? INFINITY : e;
+          snprintf(out->reason, sizeof out->reason,
+                   "%s C[%d](%d, %d) = %g, expected %g (error %.3g x the bound) at %dx%dx%d op %c%c batch %d",
+                   kt_gemm_type_name(type), b, i, j, got, ref, e, M, N, K, "NT"[cs->op_a], "NT"[cs->op_b], nb);
+          break;
+        }
+        if (e > out->worst)
+          out->worst = e;
+      }
+done:
+  cudaFree(dA);
+  cudaFree(dB);
+  cudaFree(dC);
+  free(A);
+  free(B);
+  free(C0);
+  free(C);
+}
+
+/* ---- `ktune tune`: problems and the summary ------------------------------ */
+
+/* A small default set, to keep `make tune` short (26 s on an H100): the
+ * squares where the targets are set and one small one (where BN 128 tiles
+ * win), in the layouts people call most: every op pair of BF16, N, N of
+ * FP16, and TF32's two (N, N repacks B; N, T reads both in place).
+ * Dispatch takes an untuned layout from its type's tuned ones. */
+#define DEFAULT_SHAPES "1024x1024x1024,4096x4096x4096,8192x8192x8192"
+#define DEFAULT_LAYOUTS "bf16:nn,bf16:nt,bf16:tn,bf16:tt,f16:nn,tf32:nn,tf32:nt"
+
+/* "bf16:nt" into a layout (kt_gemm_layout), or -1. */
+static long long parse_layout(const char *s)
+{
+  for (int t = 0; t < 4; ++t) {
+    const char *name = kt_gemm_type_name(t);
+    const size_t n = strlen(name);
+    if (strncmp(s, name, n) == 0 && s[n] == ':' && (s[n + 1] == 'n' || s[n + 1] == 't') &&
+        (s[n + 2] == 'n' || s[n + 2] == 't') && s[n + 3] == '\0')
+      return kt_gemm_layout(t, s[n + 1] == 't', s[n + 2] == 't');
+  }
+  return -1;
+}
+
+static int problems(const char *const *values, kt_problem *out, int max, char *err, size_t errlen)
+{
+  long long layouts[64];
+  int nl = 0, more;
+  char item[64];
+  const char *list = values[1];
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
+    const long long l = more < 0 ? -1 : parse_layout(item);
+    if (l < 0) {
+      snprintf(err, errlen, "--gemm-layouts: bad layout '%s' (TYPE:OPS, TYPE f32, tf32, bf16 or f16, OPS nn, nt, tn or tt)",
+               more < 0 ? "(too long)" : item);
+      return -1;
+    }
+    if (nl == (int)(sizeof layouts / sizeof layouts[0])) {
+      snprintf(err, errlen, "--gemm-layouts: too many layouts");
+      return -1;
+    }
+    layouts[nl++] = l;
+  }
+  list = values[0];
+  int n = 0;
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
+    long long m, nn, k;
+    int used = 0;
+    if (more < 0 || sscanf(item, "%lldx%lldx%lld%n", &m, &nn, &k, &used) != 3 || item[used] != '\0' || m < 1 ||
+        nn < 1 || k < 1 || m > INT_MAX || nn > INT_MAX || k > INT_MAX) {
+      snprintf(err, errlen, "--gemm: bad shape '%s' (MxNxK, each 1..%d)", more < 0 ? "(too long)" : item, INT_MAX);
+      return -1;
+    }
+    for (int i = 0; i < nl; ++i) {
+      if (n == max) {
+        snprintf(err, errlen, "--gemm: more than %d problems (shapes x layouts)", max);
+        return -1;
+      }
+      memset(&out[n], 0, sizeof out[n]);
+      out[n].family = KT_FAMILY_GEMM;
+      out[n].m = m, out[n].n = nn, out[n].k = k, out[n].dim[3] = layouts[i];
+      ++n;
+    }
+  }
+  return n;
+}
+
+static void report_header(const char *const *values)
+{
+  (void)values;
+  printf("\ngemm                       winner                                   time ms  TFLOP/s\n");
+}
+
+static void report_row(const char *key, const kt_tune_run *runs, int nruns, const kt_tuned *t)
+{
+  (void)nruns;
+  const kt_tune_result *win = kt_tune_result_ok(runs[0].results, runs[0].n, t->ranked[0]->name);
+  printf("%-26s %-40s %8.3f  %7.1f\n", key, t->ranked[0]->name, t->best_ms, win ? win->m.rate / 1e3 : 0);
+}
+
+/* ---- `ktune __worker`: check and time ------------------------------------- */
+
+typedef struct inputs {
+  kt_device_info dev;
+  kt_problem p;
+  int M, N, K, type, op_a, op_b;
+  long long lda, ldb;
+  float *hA, *hB;    /* the problem's values as stored (op_a, op_b); exact in every type */
+  void *dA, *dB;     /* as the problem's type stores them */
+  float *dC;
+  void *flush;
+  size_t flush_bytes;
+} inputs;
+
+static void teardown(void *state)
+{
+  inputs *in = state;
+  if (!in)
+    return;
+  cudaFree(in->dA);
+  cudaFree(in->dB);
+  cudaFree(in->dC);
+  cudaFree(in->flush);
+  free(in->hA);
+  free(in->hB);
+  free(in);
+}
+
+static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed, char *err, size_t errlen)
+{
+  inputs *in = calloc(1, sizeof *in);
+  if (!in) {
+    snprintf(err, errlen, "out of host memory");
+    return NULL;
+  }
+  in->dev = *dev;
+  in->p = *p;
+  const int M = in->M = (int)p->m, N = in->N = (int)p->n, K = in->K = (int)p->k;
+  const int type = in->type = (int)(p->dim[3] / 4);
+  in->op_a = (int)(p->dim[3] >> 1) & 1, in->op_b = (int)p->dim[3] & 1;
+  in->lda = in->op_a ? M : K, in->ldb = in->op_b ? K : N;
+  kt_rng r = {seed};
+  const size_t na = (size_t)M * K, nb = (size_t)K * N, es = type == KT_BF16 || type == KT_F16 ? 2 : 4;
+  in->hA = malloc(na * 4);
+  in->hB = malloc(nb * 4);
+  in->flush_bytes = kt_measure_flush_bytes(dev);
+  int bad = !in->hA || !in->hB || cudaMalloc((void **)&in->dC, (size_t)M * N * 4) ||
+            cudaMalloc(&in->flush, in->flush_bytes) || cudaMalloc(&in->dA, na * es) || cudaMalloc(&in->dB, nb * es);
+  if (!bad) {
+    /* Multiples of 2^-8: exact in every type, so the reference needs no rounding. */
+    for (size_t i = 0; i < na; ++i)
+      in->hA[i] = kt_tune_gemm_value(&r, KT_BF16);
+    for (size_t i = 0; i < nb; ++i)
+      in->hB[i] = kt_tune_gemm_value(&r, KT_BF16);
+    bad = upload(in->dA, in->hA, na, type) || upload(in->dB, in->hB, nb, type);
+  }
+  if (bad) {
+    snprintf(err, errlen, "cannot allocate the %dx%dx%d problem", M, N, K);
+    teardown(in);
+    return NULL;
+  }
+  return in;
+}
+
+static void unfit(const kt_variant *v, const kt_device_info *dev, const kt_problem *p, char *buf, size_t len)
+{
+  const char *type = kt_gemm_type_name((int)(p->dim[3] / 4));
+  if (!kt_variant_runs_on(v, dev))
+    snprintf(buf, len, "cannot run on this device");
+  else if (strcmp(v->algo, "wgmma") == 0 && dev->cc != 90)
+    snprintf(buf, len, "wgmma needs an sm_90 GPU");
+  else if (strcmp(v->algo, "wgmma") == 0)
+    snprintf(buf, len, "serves another input type than %s", type);
+  else
+    snprintf(buf, len, "the CUDA-core fallback is not timed where tensor-core variants serve %s", type);
+}
+
+static void measure(void *state, const kt_variant *v, uint64_t seed, double best_ms, kt_tune_result *r)
+{
+  inputs *in = state;
+  const kt_device_info *dev = &in->dev;
+  const int M = in->M, N = in->N, K = in->K, type = in->type;
+  /* Correctness first: odd shapes, every op pair, batches, padding. */
+  kt_rng vr = {seed};
+  kt_check c = {1, 0, 0, ""};
+  double worst = 0;
+  for (int t = 0; t < 4 && c.ok; ++t) {
+    const kt_tune_gemm_case cs = {type, t >> 1, t & 1, 65 + (int)(kt_rng_next(&vr) % 190),
+                                  65 + (int)(kt_rng_next(&vr) % 190), 33 + (int)(kt_rng_next(&vr) % 300),
+                                  1 + t % 2, t == 3 ? 0 : 8, t ? 1.0f : 1.25f, t % 2 ? 0.0f : -0.75f};
+    kt_tune_gemm_check(v, dev, &cs, kt_rng_next(&vr), &c);
+    if (c.worst > worst)
+      worst = c.worst;
+  }
+  if (!c.ok) {
+    kt_tune_result_set(r, &in->p, v, c.launch_failed ? "launch_failed" : "wrong", c.reason);
+    r->m.max_err = c.worst;
+    return;
+  }
+  /* Then the tuned problem, in its layout. */
+  cudaMemset(in->dC, 0xff, (size_t)M * N * 4);
+  kt_gemm_args args = {type,   in->op_a, in->op_b, M, N, K, 1,      1.0f, 0.0f, in->dA, in->dB,
+                       in->dC, in->lda,  in->ldb,  N, 0, 0, 0,      dev->sm_count, kt_device_pool(dev->ordinal)};
+  double ms = 0;
+  int reps = 0;
+  int e = kt_measure_candidate(v, &args, in->flush, in->flush_bytes, best_ms, &ms, &reps);
+  if (e) {
+    kt_tune_result_set(r, &in->p, v, "launch_failed", cudaGetErrorString((cudaError_t)e));
+    return;
+  }
+  char why[256] = "";
+  for (int s = 0; s < 48 && !why[0]; ++s) {
+    const int i0 = (int)(kt_rng_next(&vr) % (uint64_t)M), j0 = (int)(kt_rng_next(&vr) % (uint64_t)N);
+    float got;
+    cudaMemcpy(&got, in->dC + (size_t)i0 * N + j0, 4, cudaMemcpyDeviceToHost);
+    double ref = 0, mag = 0;
+    for (int k = 0; k < K; ++k) {
+      const double x = in->hA[in->op_a ? (size_t)k * in->lda + i0 : (size_t)i0 * in->lda + k];
+      const double y = in->hB[in->op_b ? (size_t)j0 * in->ldb + k : (size_t)k * in->ldb + j0];
+      ref += x * y;
+      mag += fabs(x * y);
+    }
+    const double err = fabs(got - ref) / kt_tune_gemm_bound(type, K, 1.0, mag, 0.0);
+    if (!(err <= 1.0))
+      snprintf(why, sizeof why, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0, j0, got, ref);
+    else if (err > worst)
+      worst = err;
+  }
+  if (why[0]) {
+    kt_tune_result_set(r, &in->p, v, "wrong", why);
+    r->m.max_err = INFINITY;
+    return;
+  }
+  kt_tune_result_set(r, &in->p, v, "ok", "");
+  r->m.time_ms = ms;
+  r->m.rate = 2.0 * M * N * (double)K / (ms * 1e6);
+  r->m.max_err = worst;
+  r->m.reps = reps;
+}
+
+/* ---- `ktune explain` -------------------------------------------------------- */
+
+static int explain_problem(char *const *args, int nargs, kt_problem *p, char *err, size_t errlen)
+{
+  memset(p, 0, sizeof *p);
+  p->family = KT_FAMILY_GEMM;
+  p->dim[3] = kt_gemm_layout(KT_BF16, 0, 0);
+  int ok = nargs == 3 || nargs == 4;
+  for (int d = 0; d < 3 && ok; ++d)
+    ok = kt_cli_integer(args[d], 1, INT_MAX, &p->dim[d]) == 0;
+  if (ok && nargs == 4)
+    ok = (p->dim[3] = parse_layout(args[3])) >= 0;
+  if (!ok) {
+    snprintf(err, errlen, "gemm takes M N K (each 1..%d) and optionally TYPE:OPS (default bf16:nn)", INT_MAX);
+    return -1;
+  }
+  return 0;
+}
+
+static int explain(kt_context *ctx, const kt_problem *p, kt_choice *out)
+{
+  /* Aligned stand-in pointers: the choice looks at type, ops and shape. */
+  const void *x = (const void *)(uintptr_t)0x100000;
+  const int op_a = (int)(p->dim[3] >> 1) & 1, op_b = (int)p->dim[3] & 1;
+  const kt_matmul_desc d = {.type = (kt_dtype)(p->dim[3] / 4), .op_a = (kt_op)op_a, .op_b = (kt_op)op_b,
+                            .M = p->m, .N = p->n, .K = p->k, .batch = 1, .alpha = 1.0f, .A = x,
+                            .lda = op_a ? p->m : p->k, .B = x, .ldb = op_b ? p->k : p->n, .C = (float *)x,
+                            .ldc = p->n};
+  return kt_matmul_ex_choice(ctx, &d, out);
+}
+
+const kt_tune_family kt_tune_gemm = {
+    .id = KT_FAMILY_GEMM,
+    .options = {{"--gemm", "MxNxK,...", DEFAULT_SHAPES, "the gemm (tensor-core matmul) shapes to tune"},
+                {"--gemm-layouts", "TYPE:OPS,...", DEFAULT_LAYOUTS,
+                 "their input types and op pairs (TYPE f32, tf32, bf16, f16; OPS nn, nt, tn, tt)"}},
+    .problems = problems,
+    .report_header = report_header,
+    .report_row = report_row,
+    .setup = setup,
+    .unfit = unfit,
+    .measure = measure,
+    .teardown = teardown,
+    .explain_args = "M N K [TYPE:OPS]",
+    .explain_problem = explain_problem,
+    .explain = explain,
+};
