@@ -508,7 +508,7 @@ Test(api, matmul_ex_choice_names_a_variant_for_the_type)
     d = ex_desc(), d.type = (kt_dtype)t, d.op_b = KT_OP_T, d.ldb = 32;
     cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
     cr_assert_eq(strncmp(ch.variant, "gemm_", 5), 0, "%s: %s", kt_gemm_type_name(t), ch.variant);
-    const kt_variant *v = kt_registry_find(ch.variant);
+    const kt_variant *v = kt_registry_find(ch.variant, kt_context_device(ctx));
     cr_assert_not_null(v, "%s", ch.variant);
     cr_assert(kt_gemm_serves(v, kt_context_device(ctx), t), "%s does not serve %s", ch.variant,
               kt_gemm_type_name(t));
