@@ -118,14 +118,18 @@ done:
  * point of the grid {16, 256, 4096}^3 (the log-cube of sizes users call,
  * at its corners, edge middles and centre), so that any call has tuned
  * shapes near it, tiny and skinny ones included: dispatch calibrates each
- * variant on the tuned shapes nearest a call (runtime/matmul.c). */
+ * variant on the tuned shapes nearest a call (runtime/matmul.c).  Last,
+ * one size of 4 with the others from {256, 4096}: two in three calls drawn
+ * log-uniformly over 1..16384 have a size under 16, where the grid ends. */
 #define DEFAULT_SHAPES                                                                                   \
   "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
   "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536,"                              \
   "16x16x16,16x16x256,16x16x4096,16x256x16,16x256x256,16x256x4096,16x4096x16,16x4096x256,"               \
   "16x4096x4096,256x16x16,256x16x256,256x16x4096,256x256x16,256x256x256,256x256x4096,256x4096x16,"       \
   "256x4096x256,256x4096x4096,4096x16x16,4096x16x256,4096x16x4096,4096x256x16,4096x256x256,"             \
-  "4096x256x4096,4096x4096x16"
+  "4096x256x4096,4096x4096x16,"                                                                          \
+  "4x256x256,4x256x4096,4x4096x256,4x4096x4096,256x4x256,256x4x4096,4096x4x256,4096x4x4096,256x256x4,"   \
+  "256x4096x4,4096x256x4,4096x4096x4"
 
 /* values: --matmul.  One problem per shape; matmul has no distributions. */
 static int problems(const char *const *values, kt_problem *out, int max, char *err, size_t errlen)
