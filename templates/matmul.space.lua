@@ -15,7 +15,7 @@ local function H100(reason)
 end
 -- A prune reason from the H100 run that added the small tiles (issue 11).
 local function SUITE(reason)
-  return "H100 (make tune and bench_matmul_random, every variant timed): " .. reason
+  return "H100 (bench/reference/matmul_random/README.md): " .. reason
 end
 local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16 } }
 
