@@ -348,7 +348,8 @@ KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, cons
 
 KT_INTERNAL extern const kt_family_ops kt_matmul_ops;
 
-/* May v serve this call on d (device, and alignment for its vector width)? */
+/* May v serve this call on d (device, and B's and C's alignment for its
+ * vector width; A and lda never matter)? */
 KT_INTERNAL int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A, long long lda,
                                  const void *B, long long ldb, const void *C, long long ldc);
 

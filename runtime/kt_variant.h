@@ -137,8 +137,8 @@ typedef struct kt_variant {
   int min_cc;              /* minimum compute capability x 10 */
   int smem_static;         /* bytes per block */
   int smem_dynamic;        /* bytes per block, fixed part */
-  int align;               /* matmul: pointers and leading dimensions must be
-                              multiples of this many floats */
+  int align;               /* matmul: B, C, ldb and ldc must be multiples of
+                              this many floats (A is read 4 bytes at a time) */
   int counter_bits;        /* hist: bits per shared-memory counter; 0 = none */
   int copies;              /* hist: copies of the bins a block holds */
   int banded;              /* hist: splits the bins into bands that fit, so

@@ -223,8 +223,10 @@ Test(api, matmul_pointers_not_float_aligned)
   expect_matmul(ctx, KT_ERR_MISALIGNED, 64, 64, 64, (const float *)0x10002, 64, B, 64, C, 64);
   expect_matmul(ctx, KT_ERR_MISALIGNED, 64, 64, 64, A, 64, (const float *)0x20001, 64, C, 64);
   expect_matmul(ctx, KT_ERR_MISALIGNED, 64, 64, 64, A, 64, B, 64, (float *)0x30003, 64);
-  /* 4-byte aligned but not 16: legal, served by an align-1 variant. */
+  /* 4-byte aligned but not 16: legal (A serves any float4 variant, B and
+   * C an align-1 one). */
   expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 64, 64, (const float *)0x10004, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 64, 64, A, 64, (const float *)0x20004, 64, C, 64);
 }
 
 Test(api, valid_matmul_reaches_the_device_pointer_check)

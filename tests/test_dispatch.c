@@ -266,8 +266,6 @@ Test(dispatch, misaligned_call_gets_the_fastest_align1_winner)
     const float *A;
     long long lda, ldb, ldc;
   } calls[] = {
-      {"A off a 16-byte boundary", A_MISALIGNED, 1024, 1024, 1024},
-      {"lda not a multiple of 4", A16, 1025, 1024, 1024},
       {"ldb not a multiple of 4", A16, 1024, 1026, 1024},
       {"ldc not a multiple of 4", A16, 1024, 1024, 1027},
   };
@@ -286,6 +284,23 @@ Test(dispatch, misaligned_call_gets_the_fastest_align1_winner)
                  KT_OK);
     cr_assert_str_eq(c.variant, v[2]->name, "%s misaligned: got %s", i ? "C" : "B", c.variant);
   }
+  kt_close(ctx);
+}
+
+Test(dispatch, misaligned_a_or_lda_keeps_the_float4_winner)
+{
+  /* Every kernel copies A four bytes at a time: A's alignment and lda
+   * never rule a variant out. */
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  const kt_variant *v[4];
+  tune_matmul_1024(path, &dev, v);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A_MISALIGNED, 1024, 1024, 1024);
+  cr_assert_str_eq(c.variant, v[0]->name, "A off a 16-byte boundary: got %s", c.variant);
+  c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1025, 1024, 1024);
+  cr_assert_str_eq(c.variant, v[0]->name, "lda 1025: got %s", c.variant);
   kt_close(ctx);
 }
 
@@ -311,7 +326,7 @@ Test(dispatch, misaligned_call_finds_its_winner_below_many_faster_float4_variant
   m[n++] = kt_test_measure(slow1, p, "ok", 5.0);
   cr_assert_eq(kt_test_tune(path, &dev, m, n, p), n);
   kt_context *ctx = open_described(&dev, path, NULL);
-  kt_choice c = matmul_choice(ctx, 2048, 2048, 2048, A_MISALIGNED, 2048, 2048, 2048);
+  kt_choice c = matmul_choice(ctx, 2048, 2048, 2048, A16, 2048, 2050, 2048); /* ldb not a multiple of 4 */
   cr_assert_str_eq(c.variant, slow1->name, "got %s", c.variant);
   cr_assert_eq(c.tuned, 1);
   c = matmul_choice(ctx, 2048, 2048, 2048, A16, 2048, 2048, 2048);
@@ -340,9 +355,9 @@ Test(dispatch, untuned_call_gets_the_default)
   cr_assert_eq(c.tuned, 0);
   cr_assert_str_eq(c.matched, "");
 
-  const kt_variant *want1 = expected_default_matmul(&dev, A_MISALIGNED, 1024, 1024, 1024);
+  const kt_variant *want1 = expected_default_matmul(&dev, A16, 1024, 1026, 1024);
   cr_assert_eq(want1->align, 1);
-  c = matmul_choice(ctx, 1024, 1024, 1024, A_MISALIGNED, 1024, 1024, 1024);
+  c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1026, 1024);
   cr_assert_str_eq(c.variant, want1->name);
   cr_assert_eq(c.tuned, 0);
 
@@ -675,12 +690,12 @@ Test(dispatch, predictions_never_pick_a_variant_that_cannot_serve_the_call)
   const long long shapes[][3] = {{1000, 1000, 1000}, {77, 5000, 300}, {4096, 3, 70000}, {1, 1, 1}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
     const long long M = shapes[i][0], N = shapes[i][1], K = shapes[i][2];
-    kt_choice c = matmul_choice(ctx, M, N, K, A_MISALIGNED, K, N, N);
-    cr_assert(kt_matmul_serves(chosen(&c), &dev, A_MISALIGNED, K, B16, N, C16, N), "%s at %lldx%lldx%lld", c.variant, M,
+    kt_choice c = matmul_choice(ctx, M, N, K, A16, K, N + 1, N); /* ldb not a multiple of 4 */
+    cr_assert(kt_matmul_serves(chosen(&c), &dev, A16, K, B16, N + 1, C16, N), "%s at %lldx%lldx%lld", c.variant, M,
               N, K);
     cr_assert_eq(chosen(&c)->align, 1);
-    c = matmul_choice(ctx, M, N, K, A16, K + 1, N, N); /* lda not a multiple of 4 */
-    cr_assert_eq(chosen(&c)->align, 1, "%s for lda %lld", c.variant, K + 1);
+    c = matmul_choice(ctx, M, N, K, A16, K, N, N + 2); /* ldc not a multiple of 4 */
+    cr_assert_eq(chosen(&c)->align, 1, "%s for ldc %lld", c.variant, N + 2);
   }
   kt_close(ctx);
 }

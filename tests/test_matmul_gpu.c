@@ -29,7 +29,8 @@ Test(matmul_gpu, every_variant_is_correct_on_odd_shapes_with_padded_leading_dime
     const int a = v->align;
     const int m = 1 + (int)(kt_rng_next(&r) % 300), n = 1 + (int)(kt_rng_next(&r) % 300),
               k = 1 + (int)(kt_rng_next(&r) % 400);
-    const long long lda = (k + a - 1) / a * a + a, ldb = (n + a - 1) / a * a + a, ldc = (n + a - 1) / a * a + 2 * a;
+    /* lda is never a multiple of 4: every variant serves any lda. */
+    const long long lda = (k + 3) / 4 * 4 + 1, ldb = (n + a - 1) / a * a + a, ldc = (n + a - 1) / a * a + 2 * a;
     kt_check c;
     kt_tune_matmul_check(v, &gpu, m, n, k, lda, ldb, ldc, 0.5f, 2.0f, kt_rng_next(&r), &c);
     cr_expect(c.ok, "%s: %s", v->name, c.reason);
@@ -58,15 +59,18 @@ Test(matmul_gpu, every_variant_handles_degenerate_shapes)
   }
 }
 
-/* Run kt_matmul on device copies at an offset of `shift` floats and compare
- * with a double reference; returns the worst error over the bound. */
-static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float alpha, float beta, char *variant)
+/* Run kt_matmul on device copies at an offset of `shift` floats (A only
+ * when a_only) and compare with a double reference; returns the worst error
+ * over the bound. */
+static double dispatched(kt_context *ctx, int m, int n, int k, int shift, int a_only, float alpha, float beta,
+                         char *variant)
 {
   kt_rng r = {fresh_seed()};
   /* Aligned calls (shift 0) get leading dimensions that float4 variants
    * accept; shifted ones get odd leading dimensions as well. */
-  const long long lda = shift ? k + 1 : (k + 3) / 4 * 4 + 4, ldb = shift ? n + 3 : (n + 3) / 4 * 4,
-                  ldc = shift ? n + 2 : (n + 3) / 4 * 4 + 8;
+  const int sb = a_only ? 0 : shift;
+  const long long lda = shift ? k + 1 : (k + 3) / 4 * 4 + 4, ldb = sb ? n + 3 : (n + 3) / 4 * 4,
+                  ldc = sb ? n + 2 : (n + 3) / 4 * 4 + 8;
   const size_t na = m * lda + shift, nb = k * ldb + shift, nc = m * ldc + shift;
   float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
   for (size_t i = 0; i < na; ++i)
@@ -83,9 +87,9 @@ static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float 
   CUDA_OK(cudaMemcpy(dB, B, nb * 4, cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice));
   kt_choice ch;
-  cr_assert_eq(kt_matmul_choice(ctx, m, n, k, dA + shift, lda, dB + shift, ldb, dC + shift, ldc, &ch), KT_OK);
+  cr_assert_eq(kt_matmul_choice(ctx, m, n, k, dA + shift, lda, dB + sb, ldb, dC + sb, ldc, &ch), KT_OK);
   snprintf(variant, 96, "%s", ch.variant);
-  cr_assert_eq(kt_matmul(ctx, m, n, k, alpha, dA + shift, lda, dB + shift, ldb, beta, dC + shift, ldc, NULL), KT_OK);
+  cr_assert_eq(kt_matmul(ctx, m, n, k, alpha, dA + shift, lda, dB + sb, ldb, beta, dC + sb, ldc, NULL), KT_OK);
   CUDA_OK(cudaDeviceSynchronize());
   CUDA_OK(cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost));
   double worst = 0;
@@ -93,13 +97,13 @@ static double dispatched(kt_context *ctx, int m, int n, int k, int shift, float 
     for (int j = 0; j < n; ++j) {
       double ref = 0, mag = 0;
       for (int p = 0; p < k; ++p) {
-        double x = (double)A[shift + i * lda + p] * B[shift + p * ldb + j];
+        double x = (double)A[shift + i * lda + p] * B[sb + p * ldb + j];
         ref += x;
         mag += fabs(x);
       }
-      const double c0 = C0[shift + i * ldc + j];
+      const double c0 = C0[sb + i * ldc + j];
       ref = alpha * ref + beta * c0;
-      double e = fabs(C[shift + i * ldc + j] - ref) / kt_tune_matmul_bound(k, alpha, mag, beta * c0);
+      double e = fabs(C[sb + i * ldc + j] - ref) / kt_tune_matmul_bound(k, alpha, mag, beta * c0);
       worst = isnan(e) || e > worst ? (isnan(e) ? INFINITY : e) : worst;
     }
   cudaFree(dA), cudaFree(dB), cudaFree(dC);
@@ -112,17 +116,24 @@ Test(matmul_gpu, kt_matmul_is_correct_through_dispatch_aligned_and_misaligned)
   kt_context *ctx;
   cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
   char v1[96], v2[96];
-  double e1 = dispatched(ctx, 333, 271, 517, 0, 1.0f, 0.5f, v1);
+  double e1 = dispatched(ctx, 333, 271, 517, 0, 0, 1.0f, 0.5f, v1);
   cr_expect(e1 <= 1.0, "aligned call via %s: error %.3g x the bound", v1, e1);
   const kt_variant *va = kt_registry_find(v1, NULL);
   cr_assert_not_null(va);
   cr_expect_eq(va->align, 4, "an aligned call went to %s (align %d), not a float4 variant", v1, va->align);
   /* One float off: 16-byte vector variants cannot serve it. */
-  double e2 = dispatched(ctx, 333, 271, 517, 1, 2.0f, -1.0f, v2);
+  double e2 = dispatched(ctx, 333, 271, 517, 1, 0, 2.0f, -1.0f, v2);
   cr_expect(e2 <= 1.0, "misaligned call via %s: error %.3g x the bound", v2, e2);
   const kt_variant *v = kt_registry_find(v2, NULL);
   cr_assert_not_null(v);
   cr_expect_eq(v->align, 1, "a misaligned call went to %s (align %d)", v2, v->align);
+  /* A one float off with an odd lda, B and C aligned: A is read 4 bytes at
+   * a time, so the float4 variants serve it. */
+  double e3 = dispatched(ctx, 333, 271, 517, 1, 1, 1.0f, 0.0f, v2);
+  cr_expect(e3 <= 1.0, "call with A misaligned via %s: error %.3g x the bound", v2, e3);
+  v = kt_registry_find(v2);
+  cr_assert_not_null(v);
+  cr_expect_eq(v->align, 4, "a call with only A misaligned went to %s (align %d)", v2, v->align);
   kt_close(ctx);
 }
 
@@ -152,7 +163,7 @@ typedef struct job {
 static void *thread_body(void *p)
 {
   job *j = p;
-  j->worst = dispatched(j->ctx, j->m, 97, 131, 0, 1.0f, 0.0f, j->variant);
+  j->worst = dispatched(j->ctx, j->m, 97, 131, 0, 0, 1.0f, 0.0f, j->variant);
   return NULL;
 }
 
