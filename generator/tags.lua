@@ -29,6 +29,8 @@ tags.list = {
   a = { "agg", "warp aggregation of equal bins: 1 on, 0 off" },
   b = { "cw", "bits per shared-memory counter" },
   u = { "ipt", "int4 loads in flight per thread and loop step (unroll)" },
+  m = { "merge", "runs of equal bins add once: 1 on, 0 off" },
+  l = { "l2fit", "passes over ranges of bins that fit the L2: 1 on, 0 off" },
 }
 
 -- Parameters whose values read on their own, written without a tag.

@@ -23,8 +23,11 @@ return {
 
   -- Untuned calls use the first of these that fits nbins on the device;
   -- global atomics serve every nbins.
-  defaults = { "hist_smem_t512_r1_a0_b32_u2", "hist_smem_t512_r1_a0_b16_u2", "hist_dsm_c4_t512_cyclic_b16_u2",
-               "hist_dsm_c16_t512_cyclic_b16_u2", "hist_global_t512_a0_u2" },
+  -- global atomics serve every nbins, and the band kernel up to
+  -- KT_HIST_MAX_BANDS bands (runtime/kt_variant.h).  All of them merge runs of
+  -- equal bins, as dispatch cannot see whether the input has them.
+  defaults = { "hist_smem_t1024_r32_a0_m1_b32_u2", "hist_smem_t1024_r1_a0_m1_b32_u2",
+               "hist_smem_t1024_r1_a0_m1_b16_u2", "hist_band_t1024_b16_m1_u2", "hist_global_t512_a0_m1_l1_u2" },
 
   kernels = {
     {
@@ -34,6 +37,8 @@ return {
       params = {
         { "threads", { 256, 512 }, "threads per block", tag = "t" },
         { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
+        { "merge", { 0, 1 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once", tag = "m" },
+        { "l2fit", { 0, 1 }, "1: one pass per range of bins that fits half the L2", tag = "l" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v)
@@ -41,6 +46,9 @@ return {
         v.counter_bits, v.copies, v.banded = 0, 1, 0
         v.cluster, v.min_cc = 1, 0
       end,
+      constraints = {
+        { "agg and merge both combine equal bins: one of them", function(v) return v.agg == 0 or v.merge == 0 end },
+      },
     },
     {
       algo = "smem",
@@ -48,8 +56,10 @@ return {
       doc = "each block counts into its own copy of the bins in shared memory, then adds it to the output",
       params = {
         { "threads", { 256, 512, 1024 }, "threads per block", tag = "t" },
-        { "rep", { 1, 2 }, "copies of the bins per block; warp w counts into copy w % rep", tag = "r" },
+        -- 32 copies are one per lane instead: lane l counts into copy l
+        { "rep", { 1, 2, 32 }, "copies of the bins per block; warp w counts into copy w % rep", tag = "r" },
         { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
+        { "merge", { 0, 1 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once", tag = "m" },
         { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output",
           tag = "b" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
@@ -62,7 +72,11 @@ return {
         v.cluster, v.min_cc = 1, 0
       end,
       constraints = {
-        { "rep copies need at least rep warps", function(v) return v.threads // 32 >= v.rep end },
+        { "rep copies need at least rep warps", function(v) return v.rep == 32 or v.threads // 32 >= v.rep end },
+        { "agg and merge both combine equal bins: one of them", function(v) return v.agg == 0 or v.merge == 0 end },
+        { "a copy per lane has no two lanes on one counter: nothing to aggregate", function(v)
+          return v.rep ~= 32 or v.agg == 0 end },
+        { "a copy per lane is indexed b * 32 + lane in 32-bit words", function(v) return v.rep ~= 32 or v.cw == 32 end },
       },
     },
     {
@@ -102,6 +116,7 @@ return {
         { "threads", { 512, 1024 }, "threads per block", tag = "t" },
         { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output",
           tag = "b" },
+        { "merge", { 0, 1 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once", tag = "m" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v, t)

@@ -9,25 +9,32 @@ constexpr int THREADS = $(threads);
 constexpr int IPT = $(ipt); // int4 loads in flight per thread per loop step
 constexpr int COUNTER_BITS = $(counter_bits); // bits per shared-memory counter
 constexpr int REP = $(rep); // copies of the bins per block
+constexpr int MERGE = $(merge); // 1: runs of equal bins add once (count4, hist_common.cuh)
 
 /*
  * Shared-memory privatisation: each block counts into its own copy of all
  * nbins bins in shared memory (REP copies, warp w using copy w % REP, to
  * spread collisions on hot bins), then adds its non-zero counts to the
- * output.  The grid is persistent, sized to fill the GPU once, so each
- * block clears and flushes its bins once for many samples.
+ * output.
+@ if rep == 32 then
+ * Here REP is 32, one copy per lane: counter b of lane l is word
+ * b * 32 + l, so the 32 lanes of a warp never add to one address (however
+ * few bins the samples hit), and always to 32 different banks.
+@ end
+ * The grid is persistent, sized to fill the GPU once, so each block clears
+ * and flushes its bins once for many samples.
  */
 
-// Add one to counter *c, the same way for every lane.
+// Add inc to counter *c, the same way for every lane.
 @ if cw == 16 then
-static __device__ __forceinline__ void bump(unsigned int *words, int bin, unsigned int *bins)
+static __device__ __forceinline__ void bump(unsigned int *words, int bin, unsigned int inc, unsigned int *bins)
 @ else
-static __device__ __forceinline__ void bump(unsigned int *c, int bin)
+static __device__ __forceinline__ void bump(unsigned int *c, int bin, unsigned int inc)
 @ end
 {
 @ if agg == 1 then
   // Warp aggregation: lanes holding the same bin elect the lowest lane,
-  // which adds for all of them.
+  // which adds for all of them (inc is 1: agg and merge exclude each other).
   const unsigned peers = __match_any_sync(__activemask(), bin);
   if ((threadIdx.x & 31) == __ffs(peers) - 1)
 @   if cw == 16 then
@@ -36,9 +43,9 @@ static __device__ __forceinline__ void bump(unsigned int *c, int bin)
     atomicAdd(c, __popc(peers));
 @   end
 @ elseif cw == 16 then
-  add16(words, bin, 1u, &bins[bin]);
+  add16(words, bin, inc, &bins[bin]);
 @ else
-  atomicAdd(c, 1u);
+  atomicAdd(c, inc);
 @ end
 }
 
@@ -46,34 +53,40 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
         int per_block)
 {
-@ if cw == 16 then
+@ if rep == 32 then
+  extern __shared__ unsigned int sbins[]; // [nbins][32]
+  for (int i = threadIdx.x; i < 32 * nbins; i += THREADS)
+    sbins[i] = 0;
+  __syncthreads();
+  unsigned int *const mine = sbins + (threadIdx.x & 31);
+  auto add = [&](int b, unsigned int inc) { bump(&mine[b * 32], b, inc); };
+@ elseif cw == 16 then
   extern __shared__ unsigned int sbins[]; // [REP][words]: 16-bit counters, two per word
   const int words = (nbins + 1) / 2;
   for (int i = threadIdx.x; i < REP * words; i += THREADS)
     sbins[i] = 0;
   __syncthreads();
   unsigned int *const mine = sbins + (threadIdx.x / 32 % REP) * words;
-  auto count = [&](int s) { bump(mine, clamp_bin(s, nbins), bins); };
+  auto add = [&](int b, unsigned int inc) { bump(mine, b, inc, bins); };
 @ else
   extern __shared__ unsigned int sbins[]; // [REP][nbins]
   for (int i = threadIdx.x; i < REP * nbins; i += THREADS)
     sbins[i] = 0;
   __syncthreads();
   unsigned int *const mine = sbins + (threadIdx.x / 32 % REP) * nbins;
-  auto count = [&](int s) {
-    const int b = clamp_bin(s, nbins);
-    bump(&mine[b], b);
-  };
+  auto add = [&](int b, unsigned int inc) { bump(&mine[b], b, inc); };
 @ end
 
-  count_samples<THREADS, IPT>(samples, n, 1, count);
+  count_samples<THREADS, IPT, MERGE, KT_LOAD_STREAM>(samples, n, 1, nbins, add);
 
   __syncthreads();
   for (int b = threadIdx.x; b < nbins; b += THREADS) {
     unsigned int c = 0;
 #pragma unroll
     for (int r = 0; r < REP; ++r)
-@ if cw == 16 then
+@ if rep == 32 then
+      c += sbins[b * 32 + ((r + b) & 31)]; // lane b % 32 reads bank (r + b) % 32
+@ elseif cw == 16 then
       c += get16(sbins + r * words, b);
 @ else
       c += sbins[r * nbins + b];
