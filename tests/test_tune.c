@@ -227,8 +227,12 @@ Test(tune_hist, every_distribution_of_a_problem_comes_next_to_the_others)
 Test(tune_hist, the_default_problems_parse)
 {
   kt_problem p[64];
-  cr_assert_eq(problems("histogram", NULL, NULL, NULL, p, 64), 10);
+  /* 256 to 16M bins, each on uniform and on sorted samples */
+  cr_assert_eq(problems("histogram", NULL, NULL, NULL, p, 64), 14);
   cr_expect_eq(p[0].nsamples, 1ll << 28);
+  cr_expect_str_eq(p[0].dist, "uniform");
+  cr_expect_str_eq(p[1].dist, "sorted");
+  cr_expect_eq(p[13].nbins, 1ll << 24);
 }
 
 Test(tune_hist, bad_bins_counts_and_distributions_are_errors)
