@@ -37,7 +37,8 @@ return {
       params = {
         { "threads", { 256, 512 }, "threads per block", tag = "t" },
         { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
-        { "merge", { 0, 1 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once", tag = "m" },
+        { "merge", { 0, 1, 2 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once; " ..
+          "2: only the whole warp's", tag = "m" },
         { "l2fit", { 0, 1 }, "1: one pass per range of bins that fits half the L2", tag = "l" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
@@ -47,7 +48,9 @@ return {
         v.cluster, v.min_cc = 1, 0
       end,
       constraints = {
-        { "agg and merge both combine equal bins: one of them", function(v) return v.agg == 0 or v.merge == 0 end },
+        { "agg combines the lanes' samples one at a time, which merge 1 puts out of step",
+          function(v) return v.agg == 0 or v.merge ~= 1 end },
+        { "merge 2 leaves the rest to agg", function(v) return v.agg == 1 or v.merge ~= 2 end },
       },
     },
     {
@@ -56,8 +59,7 @@ return {
       doc = "each block counts into its own copy of the bins in shared memory, then adds it to the output",
       params = {
         { "threads", { 256, 512, 1024 }, "threads per block", tag = "t" },
-        -- 32 copies are one per lane instead: lane l counts into copy l
-        { "rep", { 1, 2, 32 }, "copies of the bins per block; warp w counts into copy w % rep", tag = "r" },
+        { "rep", { 1, 2 }, "copies of the bins per block; warp w counts into copy w % rep", tag = "r" },
         { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
         { "merge", { 0, 1 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once", tag = "m" },
         { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output",
@@ -72,11 +74,8 @@ return {
         v.cluster, v.min_cc = 1, 0
       end,
       constraints = {
-        { "rep copies need at least rep warps", function(v) return v.rep == 32 or v.threads // 32 >= v.rep end },
+        { "rep copies need at least rep warps", function(v) return v.threads // 32 >= v.rep end },
         { "agg and merge both combine equal bins: one of them", function(v) return v.agg == 0 or v.merge == 0 end },
-        { "a copy per lane has no two lanes on one counter: nothing to aggregate", function(v)
-          return v.rep ~= 32 or v.agg == 0 end },
-        { "a copy per lane is indexed b * 32 + lane in 32-bit words", function(v) return v.rep ~= 32 or v.cw == 32 end },
       },
     },
     {

@@ -61,15 +61,21 @@ template <int LOAD> static __device__ __forceinline__ int load1(const int *p)
 
 /*
  * Runs of equal bins (sorted or piecewise-constant input, one hot bin) make
- * every lane of a warp add to one counter: the atomics on that address
- * serialise, 32 deep.  With MERGE the four samples of one int4 are counted
- * as runs: add(bin, run length) once per run.  And when all the active lanes
- * of the warp hold one bin in all four samples, the lowest lane adds them
- * all (4 x lanes) alone.  The test costs a few compares, a shuffle and a
- * vote per four samples, which uniform input pays for nothing; tuning
- * measures whether it pays (the space's merge parameter).  Every lane that
- * enters calls __shfl_sync and __all_sync with the mask of lanes active
- * here, which all take the same path to them.
+ * every lane of a warp add to one counter.  In shared memory, atomics whose
+ * old value is not needed cost the same on one address as on many (H100),
+ * but a 16-bit counter's add needs the old value (add16), and such atomics
+ * on one address serialise, 32 deep; in global memory the L2 serialises
+ * atomics on one address whatever they return.  MERGE:
+ *   0  every sample adds 1;
+ *   1  when all the active lanes of the warp hold one bin in all four
+ *      samples of their int4, the lowest lane adds them all (4 x lanes)
+ *      alone; otherwise each thread adds each run of equal bins among its
+ *      four samples once;
+ *   2  the same warp test, otherwise every sample adds 1, all lanes
+ *      together (so that a kernel's warp aggregation, agg, sees them).
+ * The warp test costs a few compares, a shuffle and a vote per four
+ * samples.  Every lane that enters calls __shfl_sync and __all_sync with the
+ * mask of lanes active here, which all take the same path to them.
  */
 template <int MERGE, typename Add>
 static __device__ __forceinline__ void count4(const int4 x, int nbins, Add &add)
@@ -87,6 +93,10 @@ static __device__ __forceinline__ void count4(const int4 x, int nbins, Add &add)
   if (__all_sync(lanes, same && b0 == lead_bin)) {
     if ((int)(threadIdx.x & 31) == lead)
       add(b0, 4u * __popc(lanes));
+    return;
+  }
+  if (MERGE == 2) {
+    add(b0, 1u); add(b1, 1u); add(b2, 1u); add(b3, 1u);
     return;
   }
   // The runs of this thread's four samples, one add each.

@@ -13,7 +13,10 @@ constexpr int L2FIT = $(l2fit); // 1: one pass per range of bins that fits half 
 /*
  * Global atomics: every sample is an atomicAdd on the output.  Needs no
  * shared memory, so it serves any nbins; its speed depends on how many
- * samples collide on one bin (the L2 serialises those).
+ * samples collide on one bin (the L2 serialises those).  The end bins,
+ * where every out-of-range sample lands, are counted in registers instead
+ * and added once per warp at the end: half the samples out of range would
+ * otherwise hammer two addresses.
 @ if l2fit == 1 then
  *
  * When the bins outgrow the L2, each atomic would miss it and cost a read
@@ -28,10 +31,11 @@ static __device__ __forceinline__ void bump(unsigned int *c, int bin, unsigned i
 {
 @ if agg == 1 then
   // Warp aggregation: lanes holding the same bin elect the lowest lane,
-  // which adds for all of them (inc is 1: agg and merge exclude each other).
+  // which adds for all of them.  The peers share one inc: 1, or a lane
+  // alone (merge 2's whole-warp add); agg is never paired with merge 1.
   const unsigned peers = __match_any_sync(__activemask(), bin);
   if ((threadIdx.x & 31) == __ffs(peers) - 1)
-    atomicAdd(c, __popc(peers));
+    atomicAdd(c, inc * __popc(peers));
 @ else
   atomicAdd(c, inc);
 @ end
@@ -41,13 +45,30 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
         int lo, int span)
 {
+  unsigned int first = 0, last = 0; // this thread's counts of bins 0 and nbins - 1
   auto add = [&](int b, unsigned int inc) {
 @ if l2fit == 1 then
-    if ((unsigned)(b - lo) < (unsigned)span) // outside the pass's range: wraps to a large value
+    if ((unsigned)(b - lo) >= (unsigned)span) // outside the pass's range (below it wraps to a large value)
+      return;
 @ end
-    bump(&bins[b], b, inc);
+    if (b == 0)
+      first += inc;
+    else if (b == nbins - 1)
+      last += inc;
+    else
+      bump(&bins[b], b, inc);
   };
   count_samples<THREADS, IPT, MERGE, KT_LOAD_STREAM>(samples, n, 1, nbins, add);
+
+  // Every thread of the block gets here: the whole warp sums its end bins.
+  first = __reduce_add_sync(0xffffffffu, first);
+  last = __reduce_add_sync(0xffffffffu, last);
+  if ((threadIdx.x & 31) == 0) {
+    if (first)
+      atomicAdd(&bins[0], first);
+    if (last)
+      atomicAdd(&bins[nbins - 1], last);
+  }
 }
 
 /* Launcher: clears the output, then starts a persistent grid that fills

@@ -16,11 +16,6 @@ constexpr int MERGE = $(merge); // 1: runs of equal bins add once (count4, hist_
  * nbins bins in shared memory (REP copies, warp w using copy w % REP, to
  * spread collisions on hot bins), then adds its non-zero counts to the
  * output.
-@ if rep == 32 then
- * Here REP is 32, one copy per lane: counter b of lane l is word
- * b * 32 + l, so the 32 lanes of a warp never add to one address (however
- * few bins the samples hit), and always to 32 different banks.
-@ end
  * The grid is persistent, sized to fill the GPU once, so each block clears
  * and flushes its bins once for many samples.
  */
@@ -34,13 +29,14 @@ static __device__ __forceinline__ void bump(unsigned int *c, int bin, unsigned i
 {
 @ if agg == 1 then
   // Warp aggregation: lanes holding the same bin elect the lowest lane,
-  // which adds for all of them (inc is 1: agg and merge exclude each other).
+  // which adds for all of them.  The peers share one inc: 1, or a lane
+  // alone (merge 2's whole-warp add); agg is never paired with merge 1.
   const unsigned peers = __match_any_sync(__activemask(), bin);
   if ((threadIdx.x & 31) == __ffs(peers) - 1)
 @   if cw == 16 then
-    add16(words, bin, __popc(peers), &bins[bin]);
+    add16(words, bin, inc * __popc(peers), &bins[bin]);
 @   else
-    atomicAdd(c, __popc(peers));
+    atomicAdd(c, inc * __popc(peers));
 @   end
 @ elseif cw == 16 then
   add16(words, bin, inc, &bins[bin]);
@@ -53,14 +49,7 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
         int per_block)
 {
-@ if rep == 32 then
-  extern __shared__ unsigned int sbins[]; // [nbins][32]
-  for (int i = threadIdx.x; i < 32 * nbins; i += THREADS)
-    sbins[i] = 0;
-  __syncthreads();
-  unsigned int *const mine = sbins + (threadIdx.x & 31);
-  auto add = [&](int b, unsigned int inc) { bump(&mine[b * 32], b, inc); };
-@ elseif cw == 16 then
+@ if cw == 16 then
   extern __shared__ unsigned int sbins[]; // [REP][words]: 16-bit counters, two per word
   const int words = (nbins + 1) / 2;
   for (int i = threadIdx.x; i < REP * words; i += THREADS)
@@ -84,9 +73,7 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
     unsigned int c = 0;
 #pragma unroll
     for (int r = 0; r < REP; ++r)
-@ if rep == 32 then
-      c += sbins[b * 32 + ((r + b) & 31)]; // lane b % 32 reads bank (r + b) % 32
-@ elseif cw == 16 then
+@ if cw == 16 then
       c += get16(sbins + r * words, b);
 @ else
       c += sbins[r * nbins + b];
