@@ -10,6 +10,10 @@
 -- and the value spell the parameter in the variant's name (generator/tags.lua
 -- says what each tag means).
 local F = 4 -- bytes per counter
+-- A prune reason: what an H100 measured (tuning-db/shipped/nvidia-h100-80gb-hbm3.json).
+local function H100(reason)
+  return "H100 (tuning-db/shipped/nvidia-h100-80gb-hbm3.json): " .. reason
+end
 
 local function log2(x)
   local n = 0
@@ -106,6 +110,16 @@ return {
         { "a cluster of 1 has one layout: keep blocked", function(v) return v.cluster > 1 or v.layout == "blocked" end },
         { "16 blocks of 1024 threads exceed what a GPC co-schedules",
           function(v) return v.cluster * v.threads <= 8192 end },
+      },
+      prune = {
+        -- Every cluster variant lost: at 65536 bins the best, c1 with 1024
+        -- threads, made 2339 GB/s against the shared-memory kernel's 2712; at
+        -- 262144 the best made 249 against the band kernel's 1096, at 1M 183
+        -- against 357.  Remote atomics cost what global ones do.  Kept: the
+        -- most threads a cluster size allows, to tune on other GPUs.
+        { H100("every cluster variant lost to the shared-memory, band or global kernel; kept: 1024 threads " ..
+          "(512 in clusters of 16)"),
+          function(v) return v.threads == (v.cluster == 16 and 512 or 1024) end },
       },
     },
     {
