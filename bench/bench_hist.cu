@@ -1,46 +1,49 @@
 /* SPDX-License-Identifier: MIT */
-/* bench/bench_hist.cu: ktune's histogram against CUB, global atomics and the
- * seed kernel, with the device's read bandwidth as the roofline.
+/* bench/bench_hist.cu: ktune's histogram against CUB and global atomics over
+ * a grid of distributions and bin counts, with the device's read bandwidth
+ * as the roofline.
  *
  *   make build/bench_hist
  *   ./build/bench_hist --db tuning-db/ktune.db --out bench/results [--quick]
  *
- * n = 2^28 int32 samples (--quick: 2^24), for every bin count and input
- * distribution below.  The samples come from kt_tune_hist_samples on the
- * host (about 1 in 512 lies outside [0, nbins)) and are copied to the GPU
- * once per case.  Methods, each timed with its zeroing of the bins:
+ * The grid: n = 2^28 int32 samples (--quick: 2^24) for every distribution of
+ * kt_tune_hist_samples (uniform, skewed 80/1, sorted, normal with deviation
+ * nbins / 50, all in one bin, half outside [0, nbins); tuner/hist.h) and
+ * every bin count of kBins; then one extra row, uniform at n = 2^20.  The
+ * samples are made on the host (in parallel) and copied to the GPU once per
+ * cell.  Methods, each timed with its zeroing of the bins:
  *   ktune   kt_histogram through a context on --db: the dispatched winner
  *   CUB     cub::DeviceHistogram::HistogramEven, levels 0..nbins
  *   global  one global atomicAdd per sample (grid-stride), after a memset
- *   seed    the CUDA Programming Guide's clusterHist_kernel (distributed
- *           shared memory), for cluster sizes 1, 2, 4, 8, 16; the best is
- *           reported
- * ktune's counts must equal the CPU reference exactly.  CUB drops samples
- * outside [lower, upper) where ktune, global and the seed clamp them into
- * the first and last bin, so CUB is checked against the reference less the
- * out-of-range samples.
+ * ktune's and global's counts must equal the CPU count exactly, in every
+ * cell.  CUB drops samples outside [lower, upper) where ktune and global
+ * clamp them into the first and last bin, so CUB is checked against the
+ * count less the out-of-range samples.
  *
- * GB/s is input bytes (4 n) over the median time.  Writes OUT/hist.csv,
- * OUT/hist.gp and, with gnuplot on PATH, OUT/hist.png.
+ * GB/s is input bytes (4 n) over the median time.  Writes OUT/hist.csv (one
+ * row per cell), OUT/hist_heat.csv and OUT/hist.gp (a heat map of ktune /
+ * max(CUB, global)) and, with gnuplot on PATH, OUT/hist.png.  Ends with the
+ * targets of issue 12, each with the cell that limits it.
  */
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include <cooperative_groups.h>
 #include <cub/device/device_histogram.cuh>
 #include <cuda_runtime.h>
 
 #include "bench_common.h"
 #include "hist.h"
 
-static const long long kBins[] = {256, 4096, 65536, 262144, 1048576};
-static const char *const kDists[] = {"uniform", "skewed"};
-static const int kClusters[] = {1, 2, 4, 8, 16};
-static const int kSeedThreads = 256; /* the Guide leaves threads_per_block open */
+static const long long kBins[] = {1, 3, 256, 1000, 4096, 65536, 100000, 262144, 1 << 20, 1 << 22, 1 << 24};
+enum { NBINS = sizeof kBins / sizeof kBins[0] };
+/* CUB privatises huge bin counts in global memory, per block: past this
+ * much temporary storage it is not run (the cell says so). */
+static const size_t kCubMaxTemp = 8ull << 30;
 
 /* ---- kernels ------------------------------------------------------------ */
 
@@ -79,285 +82,243 @@ __global__ void global_atomic_hist(const int *samples, size_t n, unsigned *bins,
   }
 }
 
-/* The seed: the CUDA C++ Programming Guide's distributed-shared-memory
- * histogram ("Distributed Shared Memory"), as written there.  One thread per
- * sample; the cluster's blocks split the bins contiguously, each holding
- * bins_per_block of them in shared memory, and every thread adds its sample
- * to whichever block of its cluster owns the bin.  At the end each block
- * adds all of its bins to the global histogram, which must be zeroed first.
- * Clusters need sm_90; built for an older target the kernel is empty and
- * the benchmark does not run it. */
-namespace cg = cooperative_groups;
+/* ---- the inputs, on the host's cores ------------------------------------ */
 
-__global__ void clusterHist_kernel(int *bins, const int nbins, const int bins_per_block, const int *__restrict__ input,
-                                   size_t array_size)
+static unsigned host_threads(void)
 {
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-  extern __shared__ int smem[];
-  int tid = cg::this_grid().thread_rank();
-
-  // Cluster initialization, size and calculating local bin offsets.
-  cg::cluster_group cluster = cg::this_cluster();
-  unsigned int clusterBlockRank = cluster.block_rank();
-  int cluster_size = cluster.dim_blocks().x;
-  (void)clusterBlockRank;
-  (void)cluster_size;
-
-  for (int i = threadIdx.x; i < bins_per_block; i += blockDim.x) {
-    smem[i] = 0; // Initialize shared memory histogram to zeros
-  }
-
-  // cluster synchronization ensures that shared memory is initialized to zero in
-  // all thread blocks in the cluster. It also ensures that all thread blocks
-  // have started executing and they exist concurrently.
-  cluster.sync();
-
-  for (int i = tid; i < array_size; i += blockDim.x * gridDim.x) {
-    int ldata = input[i];
-
-    // Find the right histogram bin.
-    int binid = ldata;
-    if (ldata < 0)
-      binid = 0;
-    else if (ldata >= nbins)
-      binid = nbins - 1;
-
-    // Find destination block rank and offset for computing
-    // distributed shared memory histogram
-    int dst_block_rank = (int)(binid / bins_per_block);
-    int dst_offset = binid % bins_per_block;
-
-    // Pointer to target block shared memory
-    int *dst_smem = cluster.map_shared_rank(smem, dst_block_rank);
-
-    // Perform atomic update of the histogram bin
-    atomicAdd(dst_smem + dst_offset, 1);
-  }
-
-  // cluster synchronization is required to ensure all distributed shared
-  // memory operations are completed and no thread block exits while
-  // other thread blocks are still accessing distributed shared memory
-  cluster.sync();
-
-  // Perform global memory histogram, using the local distributed memory histogram
-  int *lbins = bins + cluster.block_rank() * bins_per_block;
-  for (int i = threadIdx.x; i < bins_per_block; i += blockDim.x) {
-    atomicAdd(&lbins[i], smem[i]);
-  }
-#endif
+  const unsigned t = std::thread::hardware_concurrency();
+  return t < 1 ? 1 : t > 16 ? 16 : t;
 }
 
-/* The Guide's launch: cudaLaunchKernelEx with a cluster dimension and
- * bins_per_block ints of dynamic shared memory per block.  The Guide's grid
- * is array_size / threads_per_block; here it is rounded up (and up to a
- * whole number of clusters), which is the same for n = 2^28 or 2^24. */
-static cudaLaunchConfig_t seed_config(size_t n, int nbins, int cluster_size, cudaLaunchAttribute *attr)
+/* Samples of dist: chunks made in parallel, each from its own generator
+ * (sorted: uniform chunks, then one counting sort of the whole). */
+static void make_samples(int *s, size_t n, long long nbins, const char *dist, uint64_t seed)
 {
-  size_t blocks = (n + kSeedThreads - 1) / kSeedThreads;
-  blocks = (blocks + cluster_size - 1) / cluster_size * cluster_size;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3((unsigned)blocks);
-  config.blockDim = dim3(kSeedThreads);
-  config.dynamicSmemBytes = (size_t)(nbins / cluster_size) * sizeof(int);
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster_size;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  config.numAttrs = 1;
-  config.attrs = attr;
-  return config;
+  const bool sorted = strcmp(dist, "sorted") == 0;
+  const unsigned T = host_threads();
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < T; ++t)
+    pool.emplace_back([=] {
+      const size_t lo = n * t / T, hi = n * (t + 1) / T;
+      kt_rng r = {seed ^ (0x9e3779b97f4a7c15ull * (t + 1))};
+      kt_tune_hist_samples(s + lo, hi - lo, nbins, sorted ? "uniform" : dist, &r);
+    });
+  for (std::thread &th : pool)
+    th.join();
+  if (sorted && kt_tune_hist_sort(s, n, nbins) != 0) {
+    fprintf(stderr, "out of host memory sorting the samples\n");
+    exit(1);
+  }
 }
 
-/* Why the seed cannot run with this cluster size, or "" when it can.
- * Sets the kernel's dynamic shared memory limit as a side effect. */
-static std::string seed_fit(const bench_device &d, size_t n, int nbins, int cluster_size)
+/* The exact CPU count, with the library's clamping, in parallel: one
+ * partial count per thread, then summed by ranges of bins.  *below and
+ * *above: the samples outside [0, nbins). */
+static void cpu_count(const int *s, size_t n, long long nbins, std::vector<unsigned> &ref,
+                      std::vector<unsigned> &partial, unsigned long long *below, unsigned long long *above)
 {
-  if (!d.info.cluster_launch || d.info.cc < 90)
-    return "needs clusters (sm_90)";
-  if (nbins % cluster_size)
-    return "bins do not split evenly";
-  const long long smem = (long long)(nbins / cluster_size) * (long long)sizeof(int);
-  if (smem > d.info.smem_optin)
-    return "does not fit";
-  BENCH_CUDA(
-      cudaFuncSetAttribute((const void *)clusterHist_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t config = seed_config(n, nbins, cluster_size, attr);
-  int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, (const void *)clusterHist_kernel, &config) != cudaSuccess ||
-      clusters == 0) {
-    cudaGetLastError();
-    return "does not fit"; /* the cluster's blocks cannot be resident together */
-  }
-  return "";
+  const unsigned T = host_threads();
+  partial.assign((size_t)T * nbins, 0u);
+  std::vector<unsigned long long> lows(T), highs(T);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < T; ++t)
+    pool.emplace_back([&, t] {
+      const size_t lo = n * t / T, hi = n * (t + 1) / T;
+      unsigned *p = partial.data() + (size_t)t * nbins;
+      unsigned long long l = 0, h = 0;
+      for (size_t i = lo; i < hi; ++i) {
+        const int x = s[i];
+        l += x < 0;
+        h += x >= nbins;
+        p[x < 0 ? 0 : x >= nbins ? nbins - 1 : x]++;
+      }
+      lows[t] = l, highs[t] = h;
+    });
+  for (std::thread &th : pool)
+    th.join();
+  pool.clear();
+  for (unsigned t = 0; t < T; ++t)
+    pool.emplace_back([&, t] {
+      const long long lo = nbins * t / T, hi = nbins * (t + 1) / T;
+      for (long long b = lo; b < hi; ++b) {
+        unsigned c = 0;
+        for (unsigned k = 0; k < T; ++k)
+          c += partial[(size_t)k * nbins + b];
+        ref[b] = c;
+      }
+    });
+  for (std::thread &th : pool)
+    th.join();
+  *below = *above = 0;
+  for (unsigned t = 0; t < T; ++t)
+    *below += lows[t], *above += highs[t];
 }
 
 /* ---- checks ----------------------------------------------------------- */
-
-/* Bins where got differs from want; the first one is described in why. */
-static long long mismatches(const unsigned *got, const unsigned *want, long long nbins, std::string *why)
-{
-  long long bad = 0;
-  for (long long b = 0; b < nbins; ++b)
-    if (got[b] != want[b]) {
-      if (!bad) {
-        char buf[160];
-        snprintf(buf, sizeof buf, "first at bin %lld: %u, want %u", b, got[b], want[b]);
-        *why = buf;
-      }
-      ++bad;
-    }
-  return bad;
-}
 
 /* Copy nbins counts back and compare; "" when exact. */
 static std::string check_bins(const unsigned *d_bins, const std::vector<unsigned> &want, long long nbins,
                               std::vector<unsigned> &got)
 {
   BENCH_CUDA(cudaMemcpy(got.data(), d_bins, (size_t)nbins * sizeof(unsigned), cudaMemcpyDeviceToHost));
-  std::string why;
-  const long long bad = mismatches(got.data(), want.data(), nbins, &why);
+  long long bad = 0, first = -1;
+  for (long long b = 0; b < nbins; ++b)
+    if (got[b] != want[b]) {
+      if (first < 0)
+        first = b;
+      ++bad;
+    }
   if (!bad)
     return "";
   char buf[256];
-  snprintf(buf, sizeof buf, "%lld wrong bins (%s)", bad, why.c_str());
+  snprintf(buf, sizeof buf, "%lld wrong bins (first at bin %lld: %u, want %u)", bad, first, got[first], want[first]);
   return buf;
 }
 
-/* ---- the plot ---------------------------------------------------------- */
+/* ---- one cell ------------------------------------------------------------- */
 
-static void plot(const bench_options &o, const bench_device &d, unsigned long long n)
-{
-  std::string s = bench_gnuplot_preamble("hist", 1500, 600);
-  char buf[256];
-  snprintf(buf, sizeof buf, "set multiplot layout 1,2 title \"int32 histogram, n = 2^%d, %s\"\n",
-           (int)std::log2((double)n), bench_gnuplot_escape(d.line).c_str());
-  s += buf;
-  s += "set logscale x 2\n"
-       "set logscale y 10\n"
-       "set xlabel \"bins\"\n"
-       "set ylabel \"GB/s of input read (higher is better)\"\n"
-       "set grid xtics ytics mxtics mytics\n"
-       "set key below horizontal height 1.5\n";
-  s += "set xtics (";
-  for (size_t i = 0; i < std::size(kBins); ++i) {
-    snprintf(buf, sizeof buf, "%s\"%lld\" %lld", i ? ", " : "", kBins[i], kBins[i]);
-    s += buf;
-  }
-  s += ")\n";
-  s += "set xrange [" + std::to_string(kBins[0] / 2) + ":" + std::to_string(kBins[std::size(kBins) - 1] * 2) + "]\n";
-  /* Columns: 1 dist, 2 nbins, 4 ktune, 5 CUB, 6 global, 7 seed, 9 read. */
-  for (const char *dist : kDists) {
-    const std::string sel = std::string("(strcol(1) eq \"") + dist + "\" ? column(%d) : NaN)";
-    auto col = [&](int c) {
-      snprintf(buf, sizeof buf, sel.c_str(), c);
-      return std::string(buf);
-    };
-    s += std::string("set title \"") + dist + "\"\n";
-    s += "plot \"hist.csv\" skip 1 using 2:" + col(9) +
-         " with lines dt 2 lw 2 lc rgb \"#666666\" title \"read bandwidth\", \\\n";
-    s += "     \"\" skip 1 using 2:" + col(4) + " with linespoints lw 2 pt 7 lc rgb \"#1b9e77\" title \"ktune\", \\\n";
-    s += "     \"\" skip 1 using 2:" + col(5) +
-         " with linespoints pt 5 lc rgb \"#7570b3\" title \"CUB (drops out-of-range)\", \\\n";
-    s += "     \"\" skip 1 using 2:" + col(6) +
-         " with linespoints pt 9 lc rgb \"#e7298a\" title \"global atomics\", \\\n";
-    s += "     \"\" skip 1 using 2:" + col(7) +
-         " with linespoints pt 11 lc rgb \"#d95f02\" title \"seed (best cluster)\"\n";
-  }
-  s += "unset multiplot\n";
-  bench_plot(o.out, "hist", s);
-}
+struct cell {
+  std::string row; /* the distribution, and n when it is not the grid's */
+  long long nbins = 0;
+  unsigned long long n = 0;
+  double kt = NAN, cub = NAN, gl = NAN, read = NAN;
+  bool ok = false;
+  std::string variant;
 
-/* ---- main ---------------------------------------------------------------- */
+  double best_peer() const { return std::isnan(cub) ? gl : std::isnan(gl) ? cub : std::max(cub, gl); }
+  double over_peer() const { return kt / best_peer(); }
+  double over_read() const { return kt / read; }
+  const char *winner() const
+  {
+    const double p = best_peer();
+    if (!(kt >= p))
+      return std::isnan(cub) || gl >= cub ? "global" : "CUB";
+    return "ktune";
+  }
+};
 
 static double gbps(unsigned long long n, double ms)
 {
   return 4.0 * (double)n / (ms * 1e-3) / 1e9;
 }
 
+/* ---- the plot ---------------------------------------------------------- */
+
+/* A heat map: one row per distribution, one column per bin count, colour
+ * log2(ktune / best peer), the ratio written in each cell. */
+static void plot(const bench_options &o, const bench_device &d, const std::vector<std::string> &rows)
+{
+  std::string s = bench_gnuplot_preamble("hist", 1400, 160 + 60 * (int)rows.size());
+  char buf[512];
+  snprintf(buf, sizeof buf, "set title \"int32 histogram: ktune / max(CUB, global atomics), %s\"\n",
+           bench_gnuplot_escape(d.line).c_str());
+  s += buf;
+  s += "set xlabel \"bins\"\n"
+       "unset key\n"
+       "set cbrange [-2:4]\n"
+       "set cblabel \"log2(ktune / best peer)\"\n"
+       "set palette defined (-2 \"#b2182b\", 0 \"#f7f7f7\", 4 \"#1b7837\")\n";
+  s += "set xtics (";
+  for (int i = 0; i < NBINS; ++i) {
+    snprintf(buf, sizeof buf, "%s\"%lld\" %d", i ? ", " : "", kBins[i], i);
+    s += buf;
+  }
+  s += ")\nset ytics (";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    snprintf(buf, sizeof buf, "%s\"%s\" %zu", i ? ", " : "", bench_gnuplot_escape(rows[i]).c_str(), i);
+    s += buf;
+  }
+  s += ")\n";
+  snprintf(buf, sizeof buf, "set xrange [-0.5:%d.5]\nset yrange [%zu.5:-0.5]\n", NBINS - 1, rows.size() - 1);
+  s += buf;
+  /* hist_heat.csv columns: 1 column index, 2 row index, 3 ratio. */
+  s += "plot \"hist_heat.csv\" skip 1 using 1:2:(log($3)/log(2)) with image, \\\n"
+       "     \"\" skip 1 using 1:2:(sprintf(\"%.2f\", $3)) with labels\n";
+  bench_plot(o.out, "hist", s);
+}
+
+/* ---- main ---------------------------------------------------------------- */
+
 int main(int argc, char **argv)
 {
-  const bench_options o = bench_parse_args(argc, argv, "ktune histogram against CUB, global atomics and the seed.");
+  const bench_options o = bench_parse_args(argc, argv, "ktune histogram against CUB and global atomics.");
   bench_mkdirs(o.out);
   const bench_device d = bench_device_open();
   kt_context *ctx = bench_open_ktune(o);
   const bench_flush flush = bench_flush_alloc(d);
-  const bench_reps reps = o.quick ? bench_reps{3, 10, 100.0} : bench_reps{5, 30, 500.0};
-  /* The seed can take seconds a run at many bins: fewer repetitions. */
-  const bench_reps seed_reps = o.quick ? bench_reps{2, 5, 100.0} : bench_reps{3, 20, 300.0};
-  const unsigned long long n = o.quick ? 1ull << 24 : 1ull << 28;
-  const long long max_bins = *std::max_element(std::begin(kBins), std::end(kBins));
+  const bench_reps reps = o.quick ? bench_reps{2, 5, 30.0} : bench_reps{3, 10, 60.0};
+  const unsigned long long n_grid = o.quick ? 1ull << 24 : 1ull << 28, n_extra = 1ull << 20;
+  const long long max_bins = kBins[NBINS - 1];
 
   int *h_samples;
-  BENCH_CUDA(cudaMallocHost(&h_samples, n * sizeof(int)));
+  BENCH_CUDA(cudaMallocHost(&h_samples, n_grid * sizeof(int)));
   int *d_samples;
   unsigned *d_bins, *d_word;
-  BENCH_CUDA(cudaMalloc(&d_samples, n * sizeof(int)));
+  BENCH_CUDA(cudaMalloc(&d_samples, n_grid * sizeof(int)));
   BENCH_CUDA(cudaMalloc(&d_bins, (size_t)max_bins * sizeof(unsigned)));
   BENCH_CUDA(cudaMalloc(&d_word, sizeof(unsigned)));
-  std::vector<unsigned> ref(max_bins), got(max_bins), ref_cub(max_bins);
+  std::vector<unsigned> ref(max_bins), got(max_bins), ref_cub(max_bins), partial;
 
-  /* Per-launch geometry of the baselines: enough resident threads to fill
-   * every SM once. */
+  /* The baselines' geometry: enough resident threads to fill every SM once. */
   const int blocks_full = d.info.sm_count * std::max(1, d.info.max_threads_per_sm / 256);
-  BENCH_CUDA(cudaFuncSetAttribute((const void *)clusterHist_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
 
-  /* ---- the roofline ---- */
-  BENCH_CUDA(cudaMemset(d_samples, 0x5a, n * sizeof(int)));
-  auto run_read = [&]() -> int {
-    read_all<<<blocks_full, 256>>>((const int4 *)d_samples, n / 4, d_samples + n / 4 * 4, (int)(n % 4), d_word);
-    return (int)cudaGetLastError();
+  /* ---- the roofline, per n ---- */
+  BENCH_CUDA(cudaMemset(d_samples, 0x5a, n_grid * sizeof(int)));
+  auto read_gbps = [&](unsigned long long n) {
+    auto run_read = [&]() -> int {
+      read_all<<<blocks_full, 256>>>((const int4 *)d_samples, n / 4, d_samples + n / 4 * 4, (int)(n % 4), d_word);
+      return (int)cudaGetLastError();
+    };
+    const bench_time_result t = bench_time(run_read, flush, bench_reps{5, 30, 200.0});
+    if (!t.ok) {
+      fprintf(stderr, "read bandwidth kernel: %s\n", t.err.c_str());
+      exit(1);
+    }
+    return gbps(n, t.ms);
   };
-  const bench_time_result t_read = bench_time(run_read, flush, reps);
-  if (!t_read.ok) {
-    fprintf(stderr, "read bandwidth kernel: %s\n", t_read.err.c_str());
-    return 1;
-  }
-  const double read_gbps = gbps(n, t_read.ms);
-  printf("read bandwidth: %.1f GB/s (%llu MiB read with int4 loads, median of %d runs): the roofline\n", read_gbps,
-         n * 4 >> 20, t_read.reps);
-  printf("n = %llu samples (2^%d), about 1 in 512 outside [0, nbins)\n", n, (int)std::log2((double)n));
-  printf("CUB drops samples outside [0, nbins); ktune, global atomics and the seed clamp them into the first\n"
-         "and last bins. CUB's counts are checked against the reference less those samples.\n");
-  printf("seed: clusterHist_kernel, %d threads a block, one thread per sample, cluster sizes 1..16; \"does not\n"
-         "fit\" when nbins/cluster*4 B exceeds %d B of shared memory or the cluster cannot be resident\n",
-         kSeedThreads, d.info.smem_optin);
-  printf("ktune/read: ktune's GB/s over the read bandwidth; ktune/best bl: over max(CUB, global atomics)\n");
+  const double read_grid = read_gbps(n_grid), read_extra = read_gbps(n_extra);
+  printf("read bandwidth: %.1f GB/s at n = 2^%d, %.1f GB/s at n = 2^20 (int4 loads, L2 flushed): the roofline\n",
+         read_grid, (int)std::log2((double)n_grid), read_extra);
+  printf("CUB drops samples outside [0, nbins); ktune and global atomics clamp them into the first and last\n"
+         "bins. CUB's counts are checked against the CPU count less those samples.\n");
   printf("timing: median after a warm-up, CUDA events, %zu MiB L2 flush before each run; each method's time\n"
-         "includes zeroing its bins\n\n",
+         "includes zeroing its bins.  x/read: ktune over the read bandwidth; x/peer: ktune over max(CUB, global)\n\n",
          flush.bytes >> 20);
+  printf("%-16s %9s %8s %8s %8s %6s %7s %-7s %s\n", "dist", "bins", "ktune", "CUB", "global", "x/read", "x/peer",
+         "status", "ktune dispatched to");
 
-  printf("%-8s %8s %8s %8s %8s %8s %-6s %7s %7s %-7s %s\n", "dist", "bins", "ktune", "CUB", "global", "seed", "seed",
-         "ktune/", "ktune/", "status", "ktune dispatched to");
-  printf("%-8s %8s %8s %8s %8s %8s %-6s %7s %7s\n", "", "", "GB/s", "GB/s", "GB/s", "GB/s", "best c", "read",
-         "best bl");
+  bench_csv csv(o.out + "/hist.csv", "dist,nbins,n,ktune_gbps,cub_gbps,global_gbps,read_gbps,ktune_over_read,"
+                                     "ktune_over_best_peer,ktune_over_global,winner,variant,tuned,status,notes");
 
-  bench_csv csv(o.out + "/hist.csv",
-                "dist,nbins,n,ktune_gbps,cub_gbps,global_gbps,seed_gbps,seed_cluster,read_gbps,ktune_over_read,"
-                "ktune_over_best_baseline,seed_c1_gbps,seed_c2_gbps,seed_c4_gbps,seed_c8_gbps,seed_c16_gbps,"
-                "variant,tuned,status,notes");
+  std::vector<std::string> rows;
+  for (int i = 0; kt_tune_hist_dists[i]; ++i)
+    rows.push_back(kt_tune_hist_dists[i]);
+  rows.push_back("uniform n=2^20");
 
   void *d_temp = nullptr;
   size_t temp_bytes = 0;
-  kt_rng rng = {0x6b74756e68697374ull};
-  std::vector<double> ratios;
+  std::vector<cell> cells;
   int failed = 0;
+  uint64_t seed = 0x6b74756e68697374ull;
 
-  for (const char *dist : kDists) {
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const bool extra = r + 1 == rows.size();
+    const char *dist = extra ? "uniform" : rows[r].c_str();
+    const unsigned long long n = extra ? n_extra : n_grid;
     for (long long nbins : kBins) {
       const int nb = (int)nbins;
-      kt_tune_hist_samples(h_samples, n, nbins, dist, &rng);
-      kt_tune_hist_reference(h_samples, n, nbins, ref.data());
+      cell c;
+      c.row = rows[r];
+      c.nbins = nbins;
+      c.n = n;
+      c.read = extra ? read_extra : read_grid;
+      make_samples(h_samples, n, nbins, dist, seed += 0x9e3779b97f4a7c15ull);
       unsigned long long below = 0, above = 0;
-      for (unsigned long long i = 0; i < n; ++i) {
-        below += h_samples[i] < 0;
-        above += h_samples[i] >= nbins;
-      }
+      cpu_count(h_samples, n, nbins, ref, partial, &below, &above);
       std::copy(ref.begin(), ref.begin() + nbins, ref_cub.begin());
       ref_cub[0] -= (unsigned)below;
       ref_cub[nbins - 1] -= (unsigned)above;
       BENCH_CUDA(cudaMemcpy(d_samples, h_samples, n * sizeof(int), cudaMemcpyHostToDevice));
-
       std::vector<std::string> notes;
 
       /* (a) ktune */
@@ -366,30 +327,48 @@ int main(int argc, char **argv)
       if (rc != KT_OK)
         snprintf(choice.variant, sizeof choice.variant, "(%s)", kt_strerror(rc));
       auto run_ktune = [&]() -> int {
-        int r = kt_histogram(ctx, d_samples, n, d_bins, nbins, 0);
-        return r == KT_OK ? 0 : bench_fail("kt_histogram: %s", kt_strerror(r));
+        int e = kt_histogram(ctx, d_samples, n, d_bins, nbins, 0);
+        return e == KT_OK ? 0 : bench_fail("kt_histogram: %s", kt_strerror(e));
       };
       const bench_time_result t_kt = bench_time(run_ktune, flush, reps);
-      std::string kt_wrong = t_kt.ok ? check_bins(d_bins, ref, nbins, got) : t_kt.err;
-      const bool ok = t_kt.ok && kt_wrong.empty();
+      const std::string kt_wrong = t_kt.ok ? check_bins(d_bins, ref, nbins, got) : t_kt.err;
+      c.ok = t_kt.ok && kt_wrong.empty();
+      c.kt = t_kt.ok ? gbps(n, t_kt.ms) : NAN;
+      c.variant = choice.variant;
 
       /* (b) CUB, temporary storage sized and allocated outside the timing */
       size_t need = 0;
       BENCH_CUDA(cub::DeviceHistogram::HistogramEven(nullptr, need, d_samples, d_bins, nb + 1, 0, nb, (int)n));
-      if (need > temp_bytes) {
-        cudaFree(d_temp);
-        BENCH_CUDA(cudaMalloc(&d_temp, need));
-        temp_bytes = need;
+      if (need > kCubMaxTemp) {
+        char b[128];
+        snprintf(b, sizeof b, "CUB not run: it asks for %.1f GiB of temporary storage", need / 1073741824.0);
+        notes.push_back(b);
+      } else {
+        if (need > temp_bytes) {
+          cudaFree(d_temp);
+          d_temp = nullptr;
+          temp_bytes = 0;
+          if (cudaMalloc(&d_temp, need) == cudaSuccess)
+            temp_bytes = need;
+          else
+            cudaGetLastError();
+        }
+        if (need > temp_bytes) {
+          notes.push_back("CUB not run: cannot allocate its temporary storage");
+        } else {
+          auto run_cub = [&]() -> int {
+            size_t bytes = temp_bytes;
+            return (int)cub::DeviceHistogram::HistogramEven(d_temp, bytes, d_samples, d_bins, nb + 1, 0, nb, (int)n);
+          };
+          const bench_time_result t_cub = bench_time(run_cub, flush, reps);
+          if (!t_cub.ok)
+            notes.push_back("CUB failed: " + t_cub.err);
+          else if (std::string w = check_bins(d_bins, ref_cub, nbins, got); !w.empty())
+            notes.push_back("CUB counts: " + w);
+          else
+            c.cub = gbps(n, t_cub.ms);
+        }
       }
-      auto run_cub = [&]() -> int {
-        size_t bytes = temp_bytes;
-        return (int)cub::DeviceHistogram::HistogramEven(d_temp, bytes, d_samples, d_bins, nb + 1, 0, nb, (int)n);
-      };
-      const bench_time_result t_cub = bench_time(run_cub, flush, reps);
-      if (!t_cub.ok)
-        notes.push_back("CUB failed: " + t_cub.err);
-      else if (std::string w = check_bins(d_bins, ref_cub, nbins, got); !w.empty())
-        notes.push_back("CUB counts: " + w);
 
       /* (c) global atomics */
       auto run_global = [&]() -> int {
@@ -404,80 +383,16 @@ int main(int argc, char **argv)
         notes.push_back("global atomics failed: " + t_gl.err);
       else if (std::string w = check_bins(d_bins, ref, nbins, got); !w.empty())
         notes.push_back("global atomics counts: " + w);
+      else
+        c.gl = gbps(n, t_gl.ms);
 
-      /* (d) the seed, every cluster size that fits */
-      double seed_by_c[std::size(kClusters)];
-      double seed_best = NAN;
-      int seed_best_c = 0;
-      std::string seed_why;
-      for (size_t ci = 0; ci < std::size(kClusters); ++ci) {
-        const int c = kClusters[ci];
-        seed_by_c[ci] = NAN;
-        const std::string why = seed_fit(d, n, nb, c);
-        if (!why.empty()) {
-          seed_why = why;
-          continue;
-        }
-        auto run_seed = [&]() -> int {
-          cudaError_t e = cudaMemsetAsync(d_bins, 0, (size_t)nbins * sizeof(unsigned), 0);
-          if (e != cudaSuccess)
-            return (int)e;
-          cudaLaunchAttribute attr[1];
-          cudaLaunchConfig_t config = seed_config(n, nb, c, attr);
-          return (int)cudaLaunchKernelEx(&config, clusterHist_kernel, (int *)d_bins, nb, nb / c, (const int *)d_samples,
-                                         (size_t)n);
-        };
-        const bench_time_result t_sd = bench_time(run_seed, flush, seed_reps);
-        if (!t_sd.ok) {
-          notes.push_back("seed c" + std::to_string(c) + " failed: " + t_sd.err);
-          continue;
-        }
-        if (std::string w = check_bins(d_bins, ref, nbins, got); !w.empty()) {
-          notes.push_back("seed c" + std::to_string(c) + " counts: " + w);
-          continue;
-        }
-        seed_by_c[ci] = gbps(n, t_sd.ms);
-        if (!(seed_by_c[ci] <= seed_best)) {
-          seed_best = seed_by_c[ci];
-          seed_best_c = c;
-        }
-      }
-
-      const double g_kt = t_kt.ok ? gbps(n, t_kt.ms) : NAN;
-      const double g_cub = t_cub.ok ? gbps(n, t_cub.ms) : NAN;
-      const double g_gl = t_gl.ok ? gbps(n, t_gl.ms) : NAN;
-      const double best_baseline = std::isnan(g_cub) ? g_gl : std::isnan(g_gl) ? g_cub : std::max(g_cub, g_gl);
-      const double over_read = g_kt / read_gbps, over_base = g_kt / best_baseline;
-      if (ok && !std::isnan(over_base))
-        ratios.push_back(over_base);
-      if (!ok)
+      if (!c.ok)
         ++failed;
-
-      char seed_col[32], seed_c[16];
-      if (seed_best_c) {
-        snprintf(seed_col, sizeof seed_col, "%8.1f", seed_best);
-        snprintf(seed_c, sizeof seed_c, "c=%d", seed_best_c);
-      } else {
-        snprintf(seed_col, sizeof seed_col, "%8s", "-");
-        snprintf(seed_c, sizeof seed_c, "%s", seed_why == "does not fit" ? "nofit" : "-");
-      }
-      std::string via = choice.variant;
+      std::string via = c.variant;
       via += choice.tuned ? std::string(" (tuned at ") + choice.matched + ")" : std::string(" (untuned default)");
-      printf("%-8s %8lld %8.1f %8.1f %8.1f %s %-6s %7.3f %7.3f %-7s %s\n", dist, nbins, g_kt, g_cub, g_gl, seed_col,
-             seed_c, over_read, over_base, ok ? "ok" : "FAILED", via.c_str());
-      std::string by_c = "  seed by cluster size:";
-      for (size_t ci = 0; ci < std::size(kClusters); ++ci) {
-        char b[48];
-        if (std::isnan(seed_by_c[ci]))
-          snprintf(b, sizeof b, "  c%d -", kClusters[ci]);
-        else
-          snprintf(b, sizeof b, "  c%d %.1f", kClusters[ci], seed_by_c[ci]);
-        by_c += b;
-      }
-      if (!seed_best_c && !seed_why.empty())
-        by_c += "  (" + seed_why + " for every cluster size)";
-      printf("%s GB/s\n", by_c.c_str());
-      if (!ok)
+      printf("%-16s %9lld %8.1f %8.1f %8.1f %6.3f %7.2f %-7s %s\n", c.row.c_str(), nbins, c.kt, c.cub, c.gl,
+             c.over_read(), c.over_peer(), c.ok ? "ok" : "FAILED", via.c_str());
+      if (!c.ok)
         printf("  ktune FAILED: %s\n", kt_wrong.c_str());
       for (const std::string &note : notes)
         printf("  note: %s\n", note.c_str());
@@ -486,22 +401,81 @@ int main(int argc, char **argv)
       std::string note_field;
       for (const std::string &note : notes)
         note_field += (note_field.empty() ? "" : "; ") + note;
-      if (!ok)
+      if (!c.ok)
         note_field = "ktune: " + kt_wrong + (note_field.empty() ? "" : "; " + note_field);
       std::replace(note_field.begin(), note_field.end(), ',', ';');
-      csv.row("%s,%lld,%llu,%.3f,%.3f,%.3f,%.3f,%d,%.3f,%.4f,%.4f,%.3f,%.3f,%.3f,%.3f,%.3f,%s,%d,%s,%s", dist, nbins, n,
-              g_kt, g_cub, g_gl, seed_best, seed_best_c, read_gbps, over_read, over_base, seed_by_c[0], seed_by_c[1],
-              seed_by_c[2], seed_by_c[3], seed_by_c[4], choice.variant, choice.tuned, ok ? "ok" : "FAILED",
-              note_field.c_str());
+      csv.row("%s,%lld,%llu,%.3f,%.3f,%.3f,%.3f,%.4f,%.4f,%.4f,%s,%s,%d,%s,%s", c.row.c_str(), nbins, n, c.kt, c.cub,
+              c.gl, c.read, c.over_read(), c.over_peer(), c.kt / c.gl, c.winner(), c.variant.c_str(), choice.tuned,
+              c.ok ? "ok" : "FAILED", note_field.c_str());
+      cells.push_back(c);
     }
   }
 
-  printf("\ngeometric mean of ktune / max(CUB, global atomics) over %zu cases: %.3f", ratios.size(),
+  /* ---- the grid of ratios, and the targets ---- */
+  {
+    bench_csv heat(o.out + "/hist_heat.csv", "column,row,ktune_over_best_peer");
+    printf("\nktune / max(CUB, global atomics)  (* = ktune loses; row: winner of most cells, least ratio)\n%-16s",
+           "dist \\ bins");
+    for (long long b : kBins)
+      printf(" %8lld", b);
+    printf("\n");
+    for (size_t r = 0; r < rows.size(); ++r) {
+      printf("%-16s", rows[r].c_str());
+      double least = INFINITY;
+      int wins = 0;
+      for (int i = 0; i < NBINS; ++i) {
+        const cell &c = cells[r * NBINS + i];
+        printf(" %7.2f%s", c.over_peer(), c.over_peer() >= 1.0 ? " " : "*");
+        least = std::min(least, c.over_peer());
+        wins += c.over_peer() >= 1.0;
+        heat.row("%d,%zu,%.4f", i, r, c.over_peer());
+      }
+      printf("  ktune wins %d/%d, least %.2f\n", wins, NBINS, least);
+    }
+  }
+  const cell *worst_peer = nullptr, *worst_read = nullptr, *worst_global = nullptr;
+  int miss_peer = 0, miss_read = 0, miss_global = 0;
+  std::vector<double> ratios;
+  for (const cell &c : cells) {
+    if (!c.ok)
+      continue;
+    ratios.push_back(c.over_peer());
+    if (!(c.over_peer() >= 1.0))
+      ++miss_peer;
+    if (!worst_peer || c.over_peer() < worst_peer->over_peer())
+      worst_peer = &c;
+    if (c.n == n_grid && c.nbins <= 65536) {
+      if (!(c.over_read() >= 0.85))
+        ++miss_read;
+      if (!worst_read || c.over_read() < worst_read->over_read())
+        worst_read = &c;
+    }
+    if (c.n == n_grid && c.nbins >= 1 << 20) {
+      if (!(c.kt / c.gl >= 1.5))
+        ++miss_global;
+      if (!worst_global || c.kt / c.gl < worst_global->kt / worst_global->gl)
+        worst_global = &c;
+    }
+  }
+  printf("\ngeometric mean of ktune / max(CUB, global atomics) over %zu cells: %.3f\n", ratios.size(),
          bench_geomean(ratios));
+  printf("targets (issue 12):\n");
+  if (worst_peer)
+    printf("  every cell >= 1.0x max(CUB, global):      %s, %d cells below; least %.2f at %s, %lld bins (%s)\n",
+           miss_peer ? "MISSED" : "held", miss_peer, worst_peer->over_peer(), worst_peer->row.c_str(),
+           worst_peer->nbins, worst_peer->variant.c_str());
+  if (worst_read)
+    printf("  up to 65536 bins >= 0.85 of read bw:      %s, %d cells below; least %.3f at %s, %lld bins (%s)\n",
+           miss_read ? "MISSED" : "held", miss_read, worst_read->over_read(), worst_read->row.c_str(),
+           worst_read->nbins, worst_read->variant.c_str());
+  if (worst_global)
+    printf("  1M bins and up >= 1.5x global atomics:    %s, %d cells below; least %.2f at %s, %lld bins (%s)\n",
+           miss_global ? "MISSED" : "held", miss_global, worst_global->kt / worst_global->gl,
+           worst_global->row.c_str(), worst_global->nbins, worst_global->variant.c_str());
   if (failed)
-    printf("  (%d FAILED case%s left out)", failed, failed > 1 ? "s" : "");
-  printf("\ncsv: %s/hist.csv\n", o.out.c_str());
-  plot(o, d, n);
+    printf("  %d cell%s FAILED (wrong counts or errors)\n", failed, failed > 1 ? "s" : "");
+  printf("csv: %s/hist.csv\n", o.out.c_str());
+  plot(o, d, rows);
 
   cudaFree(d_temp);
   cudaFree(d_word);

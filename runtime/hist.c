@@ -6,8 +6,11 @@
  *
  * Selection: the nearest tuned problem by the least |ln nbins - ln nbins_t|,
  * ties broken by |ln n - ln n_t| (the bin count decides where the bins can
- * live; n matters less); within it, the fastest ranked variant whose bins
- * fit the device, else the defaults.
+ * live; n matters less), then by the larger nbins_t; within it, the fastest
+ * ranked variant whose bins fit the device, else the defaults.  A problem
+ * whose winner cannot hold the call's bins ranked variants for a regime the
+ * call is not in (their shared memory overflows, or bands multiply), so when
+ * some tuned problem's winner can, the nearest of those is taken instead.
  */
 #include <limits.h>
 #include <math.h>
@@ -25,9 +28,11 @@ long long kt_hist_smem(const kt_variant *v, const kt_device_info *d, long long n
   long long s = (long long)v->smem_static + v->smem_dynamic;
   if (v->counter_bits == 0)
     return s;
-  if (v->banded) { /* as many bins as fit, at least one band's worth */
-    const long long need = kt_hist_smem_bytes(nbins, 1, 1, v->counter_bits);
-    return s + (need < d->smem_optin ? need : d->smem_optin);
+  if (v->banded) { /* one band's bins; more bands than the kernel takes need more than the device has */
+    const long long bands = kt_hist_bands(nbins, d->smem_optin, v->counter_bits);
+    if (bands == 0)
+      return s + d->smem_optin + 1;
+    return s + kt_hist_smem_bytes((nbins + bands - 1) / bands, 1, 1, v->counter_bits);
   }
   return s + kt_hist_smem_bytes(nbins, v->cluster, v->copies, v->counter_bits);
 }
@@ -43,7 +48,7 @@ long long kt_hist_max_nbins(const kt_variant *v, const kt_device_info *d)
 {
   if (v->family != KT_FAMILY_HIST || !kt_variant_runs_on(v, d))
     return 0;
-  if (v->counter_bits == 0 || v->banded)
+  if (v->counter_bits == 0)
     return INT_MAX;
   /* The formula is monotonic in nbins: bisect for the last that fits. */
   long long lo = 0, hi = INT_MAX;
@@ -115,7 +120,9 @@ const kt_family_ops kt_hist_ops = {
 
 /* ---- the selection rule ------------------------------------------------- */
 
-const kt_tuned *kt_hist_nearest(const kt_tuned *t, int n, long long nbins, long long nsamples)
+/* The nearest of the n tuned problems t to (nbins, nsamples); with a device
+ * d, among those whose winner serves nbins there when any does. */
+static const kt_tuned *nearest(const kt_tuned *t, int n, long long nbins, long long nsamples, const kt_device_info *d)
 {
   const kt_tuned *best = NULL;
   double bd = INFINITY, bn = INFINITY;
@@ -123,14 +130,28 @@ const kt_tuned *kt_hist_nearest(const kt_tuned *t, int n, long long nbins, long 
   for (int i = 0; i < n; ++i) {
     if (t[i].problem.family != KT_FAMILY_HIST)
       continue;
-    const double d = fabs(lb - t[i].log_shape[0]), dn = fabs(ls - t[i].log_shape[1]);
-    if (d < bd || (d == bd && dn < bn)) {
-      bd = d;
+    if (d && (t[i].count < 1 || !kt_hist_serves(t[i].ranked[0], d, nbins)))
+      continue;
+    const double dd = fabs(lb - t[i].log_shape[0]), dn = fabs(ls - t[i].log_shape[1]);
+    if (dd < bd || (dd == bd && (dn < bn || (dn == bn && best && t[i].problem.nbins > best->problem.nbins)))) {
+      bd = dd;
       bn = dn;
       best = &t[i];
     }
   }
   return best;
+}
+
+const kt_tuned *kt_hist_nearest(const kt_tuned *t, int n, long long nbins, long long nsamples)
+{
+  return nearest(t, n, nbins, nsamples, NULL);
+}
+
+const kt_tuned *kt_hist_nearest_serving(const kt_tuned *t, int n, long long nbins, long long nsamples,
+                                        const kt_device_info *d)
+{
+  const kt_tuned *best = nearest(t, n, nbins, nsamples, d);
+  return best ? best : nearest(t, n, nbins, nsamples, NULL);
 }
 
 static int serves_call(const kt_variant *v, const kt_device_info *d, const void *call)
@@ -142,7 +163,7 @@ static const kt_variant *choose(const kt_context *c, long long nbins, unsigned l
 {
   int nt = 0;
   const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_HIST, &nt);
-  const kt_tuned *t = kt_hist_nearest(tuned, nt, nbins, (long long)n);
+  const kt_tuned *t = kt_hist_nearest_serving(tuned, nt, nbins, (long long)n, kt_context_device(c));
   return kt_dispatch_choose(kt_context_device(c), KT_FAMILY_HIST, t, serves_call, &nbins, out);
 }
 

@@ -387,8 +387,11 @@ KT_INTERNAL int kt_hist_serves(const kt_variant *v, const kt_device_info *d, lon
 /* The most bins v serves on d (INT_MAX when any number); 0 if it cannot run there. */
 KT_INTERNAL long long kt_hist_max_nbins(const kt_variant *v, const kt_device_info *d);
 
-/* The tuned histogram problem nearest a call: least log-ratio of nbins, then of n. */
+/* The tuned histogram problem nearest a call: least log-ratio of nbins, then of n, then the larger nbins. */
 KT_INTERNAL const kt_tuned *kt_hist_nearest(const kt_tuned *t, int n, long long nbins, long long nsamples);
+/* The same among the problems whose winner serves nbins on d, when any does (hist.c says why). */
+KT_INTERNAL const kt_tuned *kt_hist_nearest_serving(const kt_tuned *t, int n, long long nbins, long long nsamples,
+                                                    const kt_device_info *d);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,21 @@ static inline long long kt_hist_smem_bytes(long long nbins, int cluster, int cop
   return (long long)copies * ((per_block * counter_bits + 31) / 32) * 4;
 }
 
+/* The band kernel (templates/hist_band.cu.tpl) splits nbins bins into as
+ * few bands as fit smem_optin bytes of counters of counter_bits bits, and
+ * reads every sample once per band (from L2 after the first).  Past
+ * KT_HIST_MAX_BANDS bands those reads cost more than global atomics (H100,
+ * bench/reference/README.md), so it serves no more; returns the number of
+ * bands, or 0 when nbins needs more.  The one formula, for the launcher and
+ * the runtime. */
+#define KT_HIST_MAX_BANDS 16
+static inline long long kt_hist_bands(long long nbins, long long smem_optin, int counter_bits)
+{
+  const long long fit = smem_optin / 4 * (32 / counter_bits);
+  const long long bands = fit > 0 ? (nbins + fit - 1) / fit : KT_HIST_MAX_BANDS + 1;
+  return bands <= KT_HIST_MAX_BANDS ? bands : 0;
+}
+
 /* Workspace split-K: K is cut into at most `split` chunks of whole BK
  * steps, with a workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of
  * partial tiles.  Returns the number of chunks (1: no workspace) and the K

@@ -11,6 +11,10 @@
 -- and the value spell the parameter in the variant's name (generator/tags.lua
 -- says what each tag means).
 local F = 4 -- bytes per counter
+-- A prune reason: what an H100 measured (tuning-db/shipped/nvidia-h100-80gb-hbm3.json).
+local function H100(reason)
+  return "H100 (tuning-db/shipped/nvidia-h100-80gb-hbm3.json): " .. reason
+end
 
 local function log2(x)
   local n = 0
@@ -24,8 +28,13 @@ return {
 
   -- Untuned calls use the first of these that fits nbins on the device;
   -- global atomics serve every nbins.
-  defaults = { "hist_smem_t512_r1_a0_b32_u2", "hist_smem_t512_r1_a0_b16_u2", "hist_dsm_c4_t512_cyclic_b16_u2",
-               "hist_dsm_c16_t512_cyclic_b16_u2", "hist_global_t512_a0_u2" },
+  -- global atomics serve every nbins, and the band kernel up to
+  -- KT_HIST_MAX_BANDS bands (runtime/kt_variant.h).  Dispatch cannot see
+  -- whether the input has runs of one bin, so each holds up on them: 32-bit
+  -- shared counters need no merging (H100: 2685 GB/s sorted at 256 bins
+  -- without), the others merge.
+  defaults = { "hist_smem_t1024_r1_a0_m0_b32_u2", "hist_smem_t1024_r1_a0_m1_b16_u2", "hist_band_t1024_b16_m1_u2",
+               "hist_global_t512_a1_m2_l1_u2" },
 
   kernels = {
     {
@@ -35,6 +44,9 @@ return {
       params = {
         { "threads", { 256, 512 }, "threads per block", tag = "t" },
         { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
+        { "merge", { 0, 1, 2 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once; " ..
+          "2: only the whole warp's", tag = "m" },
+        { "l2fit", { 0, 1 }, "1: one pass per range of bins that fits half the L2", tag = "l" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v)
@@ -42,6 +54,11 @@ return {
         v.counter_bits, v.copies, v.banded = 0, 1, 0
         v.cluster, v.min_cc = 1, 0
       end,
+      constraints = {
+        { "agg combines the lanes' samples one at a time, which merge 1 puts out of step",
+          function(v) return v.agg == 0 or v.merge ~= 1 end },
+        { "merge 2 leaves the rest to agg", function(v) return v.agg == 1 or v.merge ~= 2 end },
+      },
     },
     {
       algo = "smem",
@@ -51,6 +68,7 @@ return {
         { "threads", { 256, 512, 1024 }, "threads per block", tag = "t" },
         { "rep", { 1, 2 }, "copies of the bins per block; warp w counts into copy w % rep", tag = "r" },
         { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
+        { "merge", { 0, 1 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once", tag = "m" },
         { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output",
           tag = "b" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
@@ -64,6 +82,7 @@ return {
       end,
       constraints = {
         { "rep copies need at least rep warps", function(v) return v.threads // 32 >= v.rep end },
+        { "agg and merge both combine equal bins: one of them", function(v) return v.agg == 0 or v.merge == 0 end },
       },
     },
     {
@@ -93,6 +112,16 @@ return {
         { "16 blocks of 1024 threads exceed what a GPC co-schedules",
           function(v) return v.cluster * v.threads <= 8192 end },
       },
+      prune = {
+        -- Every cluster variant lost: at 65536 bins the best, c1 with 1024
+        -- threads, made 2339 GB/s against the shared-memory kernel's 2712; at
+        -- 262144 the best made 249 against the band kernel's 1096, at 1M 183
+        -- against 357.  Remote atomics cost what global ones do.  Kept: the
+        -- most threads a cluster size allows, to tune on other GPUs.
+        { H100("every cluster variant lost to the shared-memory, band or global kernel; kept: 1024 threads " ..
+          "(512 in clusters of 16)"),
+          function(v) return v.threads == (v.cluster == 16 and 512 or 1024) end },
+      },
     },
     {
       algo = "band",
@@ -103,6 +132,7 @@ return {
         { "threads", { 512, 1024 }, "threads per block", tag = "t" },
         { "cw", { 32, 16 }, "bits per shared-memory counter; 16 halves the memory, carrying into the output",
           tag = "b" },
+        { "merge", { 0, 1 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once", tag = "m" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v, t)

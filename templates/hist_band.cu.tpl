@@ -8,6 +8,7 @@
 constexpr int THREADS = $(threads);
 constexpr int IPT = $(ipt); // int4 loads in flight per thread per loop step
 constexpr int COUNTER_BITS = $(counter_bits); // bits per shared-memory counter
+constexpr int MERGE = $(merge); // 1: runs of equal bins add once (count4, hist_common.cuh)
 
 /*
  * Bands: when the bins outgrow one block's shared memory, split them into
@@ -16,7 +17,8 @@ constexpr int COUNTER_BITS = $(counter_bits); // bits per shared-memory counter
  * walk the input together: each reads every sample and counts those in its
  * band.  The input is read once per band, but neighbouring blocks read the
  * same chunk at about the same time, so after the first the reads come from
- * L2, and every add stays in the block's own shared memory.
+ * L2, and every add stays in the block's own shared memory.  So the loads
+ * keep the samples in L2 (KT_LOAD_L2) rather than streaming them out.
  */
 extern "C" __global__ void __launch_bounds__(THREADS)
 $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
@@ -34,19 +36,18 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
     sbins[i] = 0;
 @ end
   __syncthreads();
-  auto count = [&](int s) {
-    const int b = clamp_bin(s, nbins);
+  auto add = [&](int b, unsigned int inc) {
     const unsigned j = (unsigned)(b - lo); // below the band: wraps to a large value
     if (j < (unsigned)per_block)
 @ if cw == 16 then
-      add16(sbins, (int)j, 1u, &bins[b]);
+      add16(sbins, (int)j, inc, &bins[b]);
 @ else
-      atomicAdd(&sbins[j], 1u);
+      atomicAdd(&sbins[j], inc);
 @ end
   };
 
   // The grid-stride loop runs over groups: each group reads the whole input.
-  count_samples<THREADS, IPT>(samples, n, (unsigned)bands, count);
+  count_samples<THREADS, IPT, MERGE, KT_LOAD_L2>(samples, n, (unsigned)bands, nbins, add);
 
   __syncthreads();
   for (int j = threadIdx.x; j < per_block && lo + j < nbins; j += THREADS) {
@@ -69,12 +70,12 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (err != cudaSuccess || a->n == 0)
     return (int)err;
 
-  // As few bands as fit, then the bins spread evenly over them.  `fit` bins
-  // fill smem_optin: 32 / COUNTER_BITS counters to each 4-byte word.  The
-  // shared memory of a band is kt_hist_smem_bytes (runtime/kt_variant.h),
-  // the formula the runtime also uses.
-  const long long fit = (long long)(a->smem_optin / 4) * (32 / COUNTER_BITS);
-  const int bands = (int)((a->nbins + fit - 1) / fit);
+  // As few bands as fit (kt_hist_bands, runtime/kt_variant.h: the formula
+  // the runtime also uses), then the bins spread evenly over them.  The
+  // shared memory of a band is kt_hist_smem_bytes, the runtime's formula too.
+  const int bands = (int)kt_hist_bands(a->nbins, a->smem_optin, COUNTER_BITS);
+  if (bands == 0)
+    return (int)cudaErrorInvalidValue;
   const int per_block = (int)((a->nbins + bands - 1) / bands);
   const size_t smem = (size_t)kt_hist_smem_bytes(per_block, 1, 1, COUNTER_BITS);
   if (smem > (size_t)a->smem_optin)

@@ -48,21 +48,20 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
 @ end
   // Every block's bins must be clear before any block adds into them.
   cluster.sync();
-  auto count = [&](int s) {
-    const int b = clamp_bin(s, nbins);
+  auto add = [&](int b, unsigned int inc) {
 @ if layout == "blocked" then
     const int owner = b / per_block, j = b - owner * per_block;
 @ else
     const int owner = b & (CLUSTER - 1), j = b >> $(log2_cluster);
 @ end
 @ if cw == 16 then
-    add16(cluster.map_shared_rank(sbins, owner), j, 1u, &bins[b]);
+    add16(cluster.map_shared_rank(sbins, owner), j, inc, &bins[b]);
 @ else
-    atomicAdd(cluster.map_shared_rank(sbins, owner) + j, 1u);
+    atomicAdd(cluster.map_shared_rank(sbins, owner) + j, inc);
 @ end
   };
 
-  count_samples<THREADS, IPT>(samples, n, 1, count);
+  count_samples<THREADS, IPT, 0, KT_LOAD_STREAM>(samples, n, 1, nbins, add);
 
   // All remote adds must land before any block flushes (or exits, which
   // would free shared memory that others still write).

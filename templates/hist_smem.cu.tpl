@@ -9,36 +9,39 @@ constexpr int THREADS = $(threads);
 constexpr int IPT = $(ipt); // int4 loads in flight per thread per loop step
 constexpr int COUNTER_BITS = $(counter_bits); // bits per shared-memory counter
 constexpr int REP = $(rep); // copies of the bins per block
+constexpr int MERGE = $(merge); // 1: runs of equal bins add once (count4, hist_common.cuh)
 
 /*
  * Shared-memory privatisation: each block counts into its own copy of all
  * nbins bins in shared memory (REP copies, warp w using copy w % REP, to
  * spread collisions on hot bins), then adds its non-zero counts to the
- * output.  The grid is persistent, sized to fill the GPU once, so each
- * block clears and flushes its bins once for many samples.
+ * output.
+ * The grid is persistent, sized to fill the GPU once, so each block clears
+ * and flushes its bins once for many samples.
  */
 
-// Add one to counter *c, the same way for every lane.
+// Add inc to counter *c, the same way for every lane.
 @ if cw == 16 then
-static __device__ __forceinline__ void bump(unsigned int *words, int bin, unsigned int *bins)
+static __device__ __forceinline__ void bump(unsigned int *words, int bin, unsigned int inc, unsigned int *bins)
 @ else
-static __device__ __forceinline__ void bump(unsigned int *c, int bin)
+static __device__ __forceinline__ void bump(unsigned int *c, int bin, unsigned int inc)
 @ end
 {
 @ if agg == 1 then
   // Warp aggregation: lanes holding the same bin elect the lowest lane,
-  // which adds for all of them.
+  // which adds for all of them.  The peers share one inc: 1, or a lane
+  // alone (merge 2's whole-warp add); agg is never paired with merge 1.
   const unsigned peers = __match_any_sync(__activemask(), bin);
   if ((threadIdx.x & 31) == __ffs(peers) - 1)
 @   if cw == 16 then
-    add16(words, bin, __popc(peers), &bins[bin]);
+    add16(words, bin, inc * __popc(peers), &bins[bin]);
 @   else
-    atomicAdd(c, __popc(peers));
+    atomicAdd(c, inc * __popc(peers));
 @   end
 @ elseif cw == 16 then
-  add16(words, bin, 1u, &bins[bin]);
+  add16(words, bin, inc, &bins[bin]);
 @ else
-  atomicAdd(c, 1u);
+  atomicAdd(c, inc);
 @ end
 }
 
@@ -53,20 +56,17 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
     sbins[i] = 0;
   __syncthreads();
   unsigned int *const mine = sbins + (threadIdx.x / 32 % REP) * words;
-  auto count = [&](int s) { bump(mine, clamp_bin(s, nbins), bins); };
+  auto add = [&](int b, unsigned int inc) { bump(mine, b, inc, bins); };
 @ else
   extern __shared__ unsigned int sbins[]; // [REP][nbins]
   for (int i = threadIdx.x; i < REP * nbins; i += THREADS)
     sbins[i] = 0;
   __syncthreads();
   unsigned int *const mine = sbins + (threadIdx.x / 32 % REP) * nbins;
-  auto count = [&](int s) {
-    const int b = clamp_bin(s, nbins);
-    bump(&mine[b], b);
-  };
+  auto add = [&](int b, unsigned int inc) { bump(&mine[b], b, inc); };
 @ end
 
-  count_samples<THREADS, IPT>(samples, n, 1, count);
+  count_samples<THREADS, IPT, MERGE, KT_LOAD_STREAM>(samples, n, 1, nbins, add);
 
   __syncthreads();
   for (int b = threadIdx.x; b < nbins; b += THREADS) {

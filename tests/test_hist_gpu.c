@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/test_hist_gpu.c: every histogram variant, and kt_histogram through
  * dispatch, count exactly what the CPU counts: out-of-range samples, any n,
- * misaligned sample pointers, all samples in one bin. */
+ * misaligned sample pointers, all samples in one bin, sorted input (runs of
+ * one bin), half the samples out of range, bin counts above 1M. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,34 @@ Test(hist_gpu, every_variant_counts_a_single_hot_bin_past_16_bits)
   free(s);
 }
 
+/* Runs of one bin are what the merge parameter and the copies per lane are
+ * for: sorted, single-bin, narrow-normal and half-out-of-range inputs, long
+ * enough that whole warps see one bin, at bin counts from 3 to past 2M. */
+Test(hist_gpu, every_variant_is_exact_on_runs_and_out_of_range_samples)
+{
+  static const long long nbins[] = {3, 1000, 65536, 300007, (1 << 21) + 1};
+  static const char *dists[] = {"sorted", "onebin", "normal", "halfout"};
+  kt_rng r = {fresh_seed()};
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_HIST)
+      continue;
+    for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
+      if (!fits(v, nbins[b]))
+        continue;
+      for (size_t d = 0; d < sizeof dists / sizeof dists[0]; ++d) {
+        const size_t n = (d == 0 ? 1 << 22 : 300000) + kt_rng_next(&r) % 5000;
+        kt_check c;
+        kt_tune_hist_check(v, &gpu, nbins[b], n, (int)(kt_rng_next(&r) % 4), dists[d], kt_rng_next(&r), &c);
+        cr_expect(c.ok, "%s, %lld bins, %s: %s", v->name, nbins[b], dists[d], c.reason);
+        ++checked;
+      }
+    }
+  }
+  cr_assert_gt(checked, 0);
+}
+
 /* kt_histogram of host samples s[0..n) copied to an offset of `off` ints. */
 static void dispatched(kt_context *ctx, const int *s, size_t n, int off, long long nbins, char *variant)
 {
@@ -135,6 +164,24 @@ Test(hist_gpu, kt_histogram_is_exact_through_dispatch_at_every_bin_count)
     kt_tune_hist_samples(s, n, nbins[b], b % 2 ? "skewed" : "uniform", &r);
     dispatched(ctx, s, n, (int)(b % 4), nbins[b], v);
   }
+  free(s);
+  kt_close(ctx);
+}
+
+Test(hist_gpu, kt_histogram_is_exact_above_1m_bins_on_every_distribution)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  static const long long nbins[] = {(1 << 20) + 7, 1 << 22, (1 << 24) + 3};
+  kt_rng r = {fresh_seed()};
+  const size_t n = (size_t)1 << 24;
+  int *s = malloc(sizeof(int) * n);
+  for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b)
+    for (int d = 0; kt_tune_hist_dists[d]; ++d) {
+      char v[96];
+      kt_tune_hist_samples(s, n, nbins[b], kt_tune_hist_dists[d], &r);
+      dispatched(ctx, s, n, (int)((b + d) % 4), nbins[b], v);
+    }
   free(s);
   kt_close(ctx);
 }

@@ -231,8 +231,52 @@ Test(tune_hist, every_distribution_of_a_problem_comes_next_to_the_others)
 Test(tune_hist, the_default_problems_parse)
 {
   kt_problem p[64];
-  cr_assert_eq(problems("histogram", NULL, NULL, NULL, p, 64), 10);
+  /* 256 to 16M bins at 2^28 samples and three at 2^20, each on uniform and on sorted samples */
+  cr_assert_eq(problems("histogram", NULL, NULL, NULL, p, 64), 20);
   cr_expect_eq(p[0].nsamples, 1ll << 28);
+  cr_expect_str_eq(p[0].dist, "uniform");
+  cr_expect_str_eq(p[1].dist, "sorted");
+  cr_expect_eq(p[13].nbins, 1ll << 24);
+  cr_expect_eq(p[14].nbins, 65536);
+  cr_expect_eq(p[14].nsamples, 1ll << 20);
+}
+
+/* What each distribution promises (tuner/hist.h), on the CPU. */
+Test(tune_hist, every_distribution_gives_what_it_names)
+{
+  enum { N = 200000 };
+  static int s[N];
+  static unsigned c[1000];
+  const long long nbins = 1000;
+  for (int d = 0; kt_tune_hist_dists[d]; ++d) {
+    const char *dist = kt_tune_hist_dists[d];
+    kt_rng r = {12345 + d};
+    kt_tune_hist_samples(s, N, nbins, dist, &r);
+    long long out = 0, descents = 0, in_center = 0;
+    for (int i = 0; i < N; ++i) {
+      out += s[i] < 0 || s[i] >= nbins;
+      descents += i > 0 && s[i] < s[i - 1];
+      in_center += s[i] >= 400 && s[i] < 600; /* within 5 deviations of normal's mean */
+    }
+    kt_tune_hist_reference(s, N, nbins, c);
+    long long sum = 0;
+    for (int b = 0; b < nbins; ++b)
+      sum += c[b];
+    cr_expect_eq(sum, N, "%s: every sample counts", dist);
+    if (!strcmp(dist, "onebin"))
+      cr_expect_eq(c[nbins / 3], N, "onebin: all in bin nbins / 3");
+    else if (!strcmp(dist, "halfout"))
+      cr_expect(out > N * 45 / 100 && out < N * 55 / 100, "halfout: %lld of %d out of range", out, N);
+    else
+      cr_expect(out > N / 1024 && out < N / 256, "%s: %lld of %d out of range, about 1 in 512", dist, out, N);
+    if (!strcmp(dist, "sorted"))
+      cr_expect_eq(descents, 0, "sorted: %lld descents", descents);
+    else if (strcmp(dist, "onebin"))
+      cr_expect_gt(descents, N / 4, "%s: not sorted", dist);
+    if (!strcmp(dist, "normal"))
+      cr_expect_gt(in_center, N * 99 / 100, "normal: %lld of %d within 5 deviations", in_center, N);
+  }
+  cr_expect(kt_tune_hist_dist_known("sorted") && !kt_tune_hist_dist_known("sideways"));
 }
 
 Test(tune_hist, bad_bins_counts_and_distributions_are_errors)

@@ -15,26 +15,89 @@
 #include "hist.h"
 #include "tuner.h"
 
+const char *const kt_tune_hist_dists[] = {"uniform", "skewed", "sorted", "normal", "onebin", "halfout", NULL};
+
+int kt_tune_hist_dist_known(const char *dist)
+{
+  for (int i = 0; kt_tune_hist_dists[i]; ++i)
+    if (dist && strcmp(dist, kt_tune_hist_dists[i]) == 0)
+      return 1;
+  return 0;
+}
+
+/* A normal sample of mean 0 and deviation 1, nearly: the sum of four
+ * uniform 16-bit numbers (Irwin-Hall), scaled.  Cheap, for 2^28 samples. */
+static double normalish(uint64_t x)
+{
+  double sum = 0;
+  for (int i = 0; i < 4; ++i, x >>= 16)
+    sum += (double)(x & 0xffff) / 65536.0;
+  return (sum - 2.0) * 1.7320508075688772; /* variance 4/12 -> 1 */
+}
+
 void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r)
 {
   const int skewed = dist && strcmp(dist, "skewed") == 0;
+  const int normal = dist && strcmp(dist, "normal") == 0;
+  const int halfout = dist && strcmp(dist, "halfout") == 0;
   const long long hot = nbins / 100 > 0 ? nbins / 100 : 1;
   const long long spread = nbins / hot; /* hot bins are spread over the range */
+  if (dist && strcmp(dist, "onebin") == 0) {
+    for (size_t i = 0; i < n; ++i)
+      out[i] = (int)(nbins / 3);
+    return;
+  }
+  const double sigma = (double)nbins / 50;
   for (size_t i = 0; i < n; ++i) {
     const uint64_t x = kt_rng_next(r);
     const unsigned sel = (unsigned)(x & 1023);
     const uint64_t y = x >> 10;
     long long s;
-    if (sel == 0)
+    if (halfout && sel < 512)
+      s = sel & 1 ? -1 - (long long)(y % 1000) : nbins + (long long)(y % 1000);
+    else if (sel == 0)
       s = -1 - (long long)(y % 1000); /* below the range: counts in bin 0 */
     else if (sel == 1)
       s = nbins + (long long)(y % 1000); /* above: counts in bin nbins - 1 */
     else if (skewed && (y % 10) < 8)
       s = (long long)((y / 10) % hot) * spread;
-    else
+    else if (normal) {
+      const double z = (double)nbins / 2 + sigma * normalish(kt_rng_next(r));
+      s = (long long)(z < -1e9 ? -1e9 : z > 1e9 ? 1e9 : z);
+    } else
       s = (long long)((y / 10) % (uint64_t)nbins);
     out[i] = (int)s;
   }
+  if (dist && strcmp(dist, "sorted") == 0)
+    kt_tune_hist_sort(out, n, nbins);
+}
+
+int kt_tune_hist_sort(int *s, size_t n, long long nbins)
+{
+  /* A counting sort by bin: the samples below the range (as -1), then each
+   * bin's (as its index), then those above (as nbins): the same counts. */
+  size_t *count = calloc((size_t)nbins, sizeof *count);
+  if (!count)
+    return -1;
+  size_t below = 0, above = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (s[i] < 0)
+      ++below;
+    else if (s[i] >= nbins)
+      ++above;
+    else
+      ++count[s[i]];
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < below; ++i)
+    s[k++] = -1;
+  for (long long b = 0; b < nbins; ++b)
+    for (size_t i = 0; i < count[b]; ++i)
+      s[k++] = (int)b;
+  for (size_t i = 0; i < above; ++i)
+    s[k++] = (int)(nbins < INT_MAX ? nbins : INT_MAX);
+  free(count);
+  return 0;
 }
 
 void kt_tune_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins)
@@ -100,11 +163,15 @@ int kt_tune_hist_guide_layout(const kt_variant *v)
 
 /* ---- `ktune tune`: problems and the summary ------------------------------ */
 
-/* The default tuning set: bin counts from 256 to 1M at n = 2^28, each on
- * uniform and skewed samples. */
-#define DEFAULT_BINS "256,4096,65536,262144,1048576"
+/* The default tuning set: bin counts from 256 to 16M at n = 2^28, and three
+ * at n = 2^20 (where flushing per-block copies of many bins costs more than
+ * the samples: dispatch breaks ties in nbins by n), each on uniform samples
+ * and on sorted ones (runs of equal bins: what punishes a kernel whose lanes
+ * collide on one counter).  Skewed input ranks like uniform on an H100
+ * (bench/reference/README.md), so it is left out to keep make tune short. */
+#define DEFAULT_BINS "256,4096,65536,262144,1048576,4194304,16777216,65536:1048576,262144:1048576,1048576:1048576"
 #define DEFAULT_N "268435456"
-#define DEFAULT_DISTS "uniform,skewed"
+#define DEFAULT_DISTS "uniform,sorted"
 #define MAX_DISTS 8
 
 /* values: --hist, --hist-n, --dists.  One problem per bin count (and n,
@@ -124,8 +191,9 @@ static int problems(const char *const *values, kt_problem *out, int max, char *e
   int ndists = 0, more;
   const char *list = values[2];
   while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
-    if (more < 0 || (strcmp(item, "uniform") && strcmp(item, "skewed"))) {
-      snprintf(err, errlen, "unknown distribution '%s' (uniform, skewed)", more < 0 ? "(too long)" : item);
+    if (more < 0 || !kt_tune_hist_dist_known(item)) {
+      snprintf(err, errlen, "unknown distribution '%s' (uniform, skewed, sorted, normal, onebin, halfout)",
+               more < 0 ? "(too long)" : item);
       return -1;
     }
     if (ndists == MAX_DISTS) {
@@ -337,8 +405,8 @@ const kt_tune_family kt_tune_hist = {
                  "the bin counts to tune, each with N samples (else --hist-n)"},
                 {"--hist-n", "N", DEFAULT_N, "the samples of a --hist bin count that gives no N"},
                 {"--dists", "LIST", DEFAULT_DISTS,
-                 "the sample distributions (uniform, skewed); rankings use the "
-                 "geomean over them"}},
+                 "the sample distributions (uniform, skewed, sorted, normal, onebin, halfout); rankings use "
+                 "the geomean over them"}},
     .problems = problems,
     .report_header = report_header,
     .report_row = report_row,

@@ -14,10 +14,24 @@
 extern "C" {
 #endif
 
-/* Samples for a histogram of nbins: dist "uniform" (over the bins) or
- * "skewed" (80% in 1% of the bins); about 1 in 1024 samples lies outside
- * [0, nbins) on either side, to exercise clamping. */
+/* The distributions kt_tune_hist_samples knows, NULL-terminated, and
+ * whether dist is one of them. */
+extern const char *const kt_tune_hist_dists[];
+int kt_tune_hist_dist_known(const char *dist);
+
+/* Samples for a histogram of nbins, by dist:
+ *   uniform  over the bins
+ *   skewed   80% in 1% of the bins
+ *   sorted   uniform, then sorted (kt_tune_hist_sort): long runs of one bin
+ *   normal   around nbins / 2 with deviation nbins / 50
+ *   onebin   every sample in bin nbins / 3
+ *   halfout  half the samples outside [0, nbins), half uniform
+ * Except onebin, about 1 in 512 samples lies outside [0, nbins), below or
+ * above, to exercise clamping. */
 void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r);
+/* Sort s[0..n) by bin (clamped; below the range as -1, above as nbins), in
+ * O(n + nbins).  0, or -1 out of host memory (s untouched). */
+int kt_tune_hist_sort(int *s, size_t n, long long nbins);
 /* Exact CPU histogram with the library's clamping. */
 void kt_tune_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins);
 
