@@ -78,6 +78,13 @@ static uint64_t hash(const kt_problem *p)
   uint64_t h = (1469598103934665603ull ^ (uint64_t)p->family) * 1099511628211ull;
   for (int d = 0; d < nd; ++d)
     h = (h ^ (uint64_t)p->dim[d]) * 1099511628211ull;
+  /* FNV over whole words mixes poorly into the bits that pick the slot:
+   * a finalizer (MurmurHash3's) spreads every input bit over them. */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
   return h | 1;
 }
 
