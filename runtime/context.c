@@ -12,7 +12,7 @@
  * kt_close keeps the context's misses beside the user database (misses.c
  * has the format), and nowhere else: not without a user database path, not
  * where that is the system database, not into a folder that does not exist
- * (the library makes no folders).  Any failure there is logged and
+ * (the library makes no folders), not with KTUNE_MISSES=off.  Any failure there is logged and
  * dropped: closing never fails.
  */
 #include <pthread.h>
@@ -189,7 +189,8 @@ static int finish_open(kt_context **out, const kt_device_info *dev, int describe
   for (int f = 0; rc == KT_OK && f < kt_family_count && f < KT_MAX_FAMILIES; ++f)
     if (kt_families[f]->build)
       c->state[f] = kt_families[f]->build(c->results.tuned + c->first[f], c->count[f], &c->dev);
-  if (rc == KT_OK)
+  const char *keep = getenv("KTUNE_MISSES");
+  if (rc == KT_OK && !(keep && strcmp(keep, "off") == 0))
     c->misses = kt_misses_new();
   if (rc != KT_OK || (rc = live_add(c)) != KT_OK) {
     kt_misses_free(c->misses);
