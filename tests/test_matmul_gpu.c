@@ -131,7 +131,7 @@ Test(matmul_gpu, kt_matmul_is_correct_through_dispatch_aligned_and_misaligned)
    * a time, so the float4 variants serve it. */
   double e3 = dispatched(ctx, 333, 271, 517, 1, 1, 1.0f, 0.0f, v2);
   cr_expect(e3 <= 1.0, "call with A misaligned via %s: error %.3g x the bound", v2, e3);
-  v = kt_registry_find(v2);
+  v = kt_registry_find(v2, NULL);
   cr_assert_not_null(v);
   cr_expect_eq(v->align, 4, "a call with only A misaligned went to %s (align %d)", v2, v->align);
   kt_close(ctx);
