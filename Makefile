@@ -40,6 +40,9 @@ KTUNE_DB ?=
 CFLAGS ?= -O2 -g
 NVCCFLAGS ?= -O3 -lineinfo
 TUNE_ARGS ?=
+# A file of matmul shapes for make tune to tune instead of the default ones:
+# one MxNxK a line, # comments (`ktune tune --matmul @FILE`).
+SHAPES ?=
 # Build (and so tune) only the variants whose names match these comma-
 # separated shell globs, each matching a whole name (* ? [...], as fnmatch(3);
 # `ktune tune --variants` takes the same), plus the defaults, e.g.
@@ -116,6 +119,7 @@ TARGETS := $(wordlist 2,$(words $(ARCHS_CHECK)),$(ARCHS_CHECK))
 NO_PRUNE_ON := $(if $(filter-out 0,$(NO_PRUNE)),1)
 GEN_FLAGS := $(if $(NO_PRUNE_ON),--no-prune) $(if $(ONLY),--only '$(ONLY)')
 DB_ARG := $(if $(KTUNE_DB),--db '$(KTUNE_DB)')
+SHAPES_ARG := $(if $(SHAPES),--matmul '@$(SHAPES)')
 comma := ,
 empty :=
 space := $(empty) $(empty)
@@ -170,7 +174,8 @@ all: build/libktune.a build/libktune.so build/ktune build/example build/ktune.pc
 help:
 	@echo "make [all]        build generated kernels, libktune (.a, .so), the ktune CLI and the example"
 	@echo "make generate     expand the templates for ARCHS='$(ARCHS)' and explain what was dropped"
-	@echo "make tune         build, then benchmark every variant on this GPU into the user database"
+	@echo "make tune         build, then benchmark every variant on this GPU into the user database,"
+	@echo "                  on the default problems and those applications called untuned (ktune tune --help)"
 	@echo "make test         generator, database, dispatch, API, CLI and install tests; GPU tests when a GPU is present"
 	@echo "make bench        ktune against cuBLAS, CUB and the seed kernels (needs a GPU)"
 	@echo "make install      copy the library, header, ktune.pc, CLI and kernel sources under PREFIX=$(PREFIX)"
@@ -185,6 +190,7 @@ help:
 	@echo "  ONLY='g1,g2'      only the variants these shell globs match (whole names; * ? [...]), plus the defaults"
 	@echo "  NO_PRUNE=1        also keep what the spaces' prune rules drop: the whole feasible space, for a new GPU"
 	@echo "  KTUNE_DB=FILE     the user database of make tune and make bench (default: ktune's own)"
+	@echo "  SHAPES=FILE       make tune: these matmul shapes (one MxNxK a line, # comments) instead of the defaults"
 	@echo "  PREFIX=DIR        where make install puts things (now $(PREFIX))"
 	@echo "  V=1               show the commands"
 
@@ -319,7 +325,7 @@ build/example: build/obj/examples/example.o build/libktune.a
 # The variants compile in parallel even from a plain `make tune`.
 tune:
 	$(Q)$(MAKE) --no-print-directory -j$(NPROC) all
-	$(Q)./build/ktune tune $(DB_ARG) $(TUNE_ARGS)
+	$(Q)./build/ktune tune $(DB_ARG) $(SHAPES_ARG) $(TUNE_ARGS)
 
 # The shipped results, imported (CPU only) into the system layer that the
 # runtime finds beside the program.  Rebuilt when ktune is: its sources
@@ -336,7 +342,7 @@ build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a | check-test-deps
 	  $(CRITERION_LIBS) $(LIBS)
 
 test: check-test-deps all $(C_TESTS) build/sm80.log
-	$(Q)tests/run.sh $(BUSTED) build/sm80.log $(C_TESTS)
+	$(Q)KTUNE_MISSES=off tests/run.sh $(BUSTED) build/sm80.log $(C_TESTS)
 
 test-lua:
 	$(Q)$(BUSTED) --lpath='./?.lua' --pattern=_spec tests/

@@ -159,6 +159,7 @@ static inline kt_context *bench_open_ktune(const bench_options &o)
   opts.log_level = KT_LOG_WARN;
   kt_context *ctx = nullptr;
   BENCH_KT(kt_open(&ctx, &opts));
+  kt_context_keep_no_misses(ctx); /* the bench's shapes must stay out of the tuning set */
   printf("ktune: database %s, %d tuned problems for this device\n",
          o.db ? o.db : (getenv("KTUNE_DB") ? getenv("KTUNE_DB") : "(library default)"), kt_tuned_count(ctx));
   return ctx;

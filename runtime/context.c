@@ -6,12 +6,20 @@
  * A context is immutable once kt_open returns (device facts and the tuned
  * winners, loaded once), so calls on one context from several threads need
  * no lock beyond the check that the context is open.  (A family's decision
- * cache inside it is written with atomics, and any torn entry is checked.)
+ * cache inside it is written with atomics, and any torn entry is checked;
+ * the misses table (misses.c) takes care of itself.)
+ *
+ * kt_close keeps the context's misses beside the user database (misses.c
+ * has the format), and nowhere else: not without a user database path, not
+ * where that is the system database, not into a folder that does not exist
+ * (the library makes no folders), not with KTUNE_MISSES=off.  Any failure there is logged and
+ * dropped: closing never fails.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cuda_runtime_api.h>
 
@@ -30,6 +38,7 @@ struct kt_context {
   FILE *log_stream;      /* $KTUNE_LOG without a callback: stderr */
   uintptr_t checked[64]; /* pointers already found to be device memory */
   void *pool;            /* scratch pool of the device (kt_device_pool) */
+  kt_misses *misses;     /* problems served without their own tuned entry; NULL: none kept */
 };
 
 /* Open contexts.  A call on a pointer not in this set (NULL, closed, or
@@ -180,7 +189,11 @@ static int finish_open(kt_context **out, const kt_device_info *dev, int describe
   for (int f = 0; rc == KT_OK && f < kt_family_count && f < KT_MAX_FAMILIES; ++f)
     if (kt_families[f]->build)
       c->state[f] = kt_families[f]->build(c->results.tuned + c->first[f], c->count[f], &c->dev);
+  const char *keep = getenv("KTUNE_MISSES");
+  if (rc == KT_OK && !(keep && strcmp(keep, "off") == 0))
+    c->misses = kt_misses_new();
   if (rc != KT_OK || (rc = live_add(c)) != KT_OK) {
+    kt_misses_free(c->misses);
     release_states(c);
     free(c->results.tuned);
     free(c);
@@ -220,10 +233,35 @@ int kt_open_described(kt_context **out, const kt_device_info *dev, const kt_opti
   return finish_open(out, dev, 1, opts);
 }
 
+/* See the top: where misses are kept, and that nothing here fails. */
+static void save_misses(const kt_context *c)
+{
+  const kt_results_layer *user = &c->results.layer[0], *sys = &c->results.layer[1];
+  char path[1100], dir[1100], err[1400];
+  if (!c->misses || !user->path[0] || strcmp(user->path, sys->path) == 0 ||
+      kt_misses_path(user->path, path, sizeof path) != KT_OK)
+    return;
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash)
+    *(slash == dir ? slash + 1 : slash) = 0;
+  struct stat sb;
+  if (stat(slash ? dir : ".", &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    logf_((void *)c, KT_LOG_DEBUG, "ktune: misses not kept: no folder %s", slash ? dir : ".");
+    return;
+  }
+  err[0] = 0;
+  const int rc = kt_misses_save(c->misses, c->dev.fingerprint, path, err, sizeof err);
+  if (rc != KT_OK)
+    logf_((void *)c, KT_LOG_WARN, "ktune: misses not kept: %s (%s)", kt_strerror(rc), err);
+}
+
 void kt_close(kt_context *c)
 {
   if (!c || !live_remove(c))
     return;
+  save_misses(c);
+  kt_misses_free(c->misses);
   release_states(c);
   free(c->results.tuned);
   free(c);
@@ -313,6 +351,22 @@ const kt_tuned *kt_context_tuned(const kt_context *c, kt_family f, int *n)
   }
   *n = c->count[f];
   return c->results.tuned + c->first[f];
+}
+
+void kt_context_miss(const kt_context *c, const kt_tuned *nearest, const kt_problem *p)
+{
+  kt_misses_note(c->misses, nearest, p);
+}
+
+const kt_misses *kt_context_misses(const kt_context *c)
+{
+  return c->misses;
+}
+
+void kt_context_keep_no_misses(kt_context *c)
+{
+  kt_misses_free(c->misses);
+  c->misses = NULL;
 }
 
 void *kt_context_state(const kt_context *c, kt_family f)

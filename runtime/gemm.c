@@ -155,7 +155,13 @@ static const kt_variant *choose(const kt_context *c, const kt_matmul_desc *x, kt
 {
   int nt = 0;
   const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_GEMM, &nt);
-  const kt_tuned *t = kt_gemm_nearest(tuned, nt, x->M, x->N, x->K, kt_gemm_layout(x->type, x->op_a, x->op_b));
+  const long long layout = kt_gemm_layout(x->type, x->op_a, x->op_b);
+  const kt_tuned *t = kt_gemm_nearest(tuned, nt, x->M, x->N, x->K, layout);
+  kt_problem p;
+  memset(&p, 0, sizeof p);
+  p.family = KT_FAMILY_GEMM;
+  p.m = x->M, p.n = x->N, p.k = x->K, p.dim[3] = layout;
+  kt_context_miss(c, t, &p); /* unless t is this very problem */
   const int type = (int)x->type;
   return kt_dispatch_choose(kt_context_device(c), KT_FAMILY_GEMM, t, serves_call, &type, out);
 }

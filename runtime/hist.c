@@ -164,6 +164,11 @@ static const kt_variant *choose(const kt_context *c, long long nbins, unsigned l
   int nt = 0;
   const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_HIST, &nt);
   const kt_tuned *t = kt_hist_nearest_serving(tuned, nt, nbins, (long long)n, kt_context_device(c));
+  kt_problem p;
+  memset(&p, 0, sizeof p);
+  p.family = KT_FAMILY_HIST;
+  p.nbins = nbins, p.nsamples = (long long)n;
+  kt_context_miss(c, t, &p); /* unless t is this very problem */
   return kt_dispatch_choose(kt_context_device(c), KT_FAMILY_HIST, t, serves_call, &nbins, out);
 }
 

@@ -4,7 +4,8 @@
  * Modules, one prefix each: device.c (kt_device_), family.c (kt_family_,
  * the table of families), dispatch.c (kt_dispatch_, with the registry
  * look-ups), db.c (kt_db_), context.c (kt_open/kt_close and kt_context_),
- * status.c; and one module per family holding its API functions and
+ * misses.c (kt_misses_, the problems served untuned), status.c; and one
+ * module per family holding its API functions and
  * everything else the runtime knows of it: matmul.c (kt_matmul_), hist.c
  * (kt_hist_, kt_histogram), gemm.c (kt_gemm_, kt_matmul_ex).
  * The tests link libktune.a and use these too; so does the ktune CLI,
@@ -323,6 +324,48 @@ typedef int (*kt_serves_fn)(const kt_variant *v, const kt_device_info *d, const 
 KT_INTERNAL const kt_variant *kt_dispatch_choose(const kt_device_info *d, kt_family f, const kt_tuned *t,
                                                  kt_serves_fn serves, const void *call, kt_choice *out);
 
+/* ---- misses.c: problems served without a tuned entry of their own ------- */
+
+typedef struct kt_misses kt_misses;
+#define KT_MISSES_SLOTS 256     /* distinct problems a context remembers */
+#define KT_MISSES_FILE_MAX 1024 /* lines a misses file keeps, the most counted */
+
+/* An empty table; NULL when out of memory (nothing is then remembered). */
+KT_INTERNAL kt_misses *kt_misses_new(void);
+KT_INTERNAL void kt_misses_free(kt_misses *m);
+/* Count a call of problem p (its distribution ignored) unless nearest, the
+ * tuned problem its family's rule chose (NULL: none), is p itself.  Family
+ * modules call it on the path where a decision is made, never on a cache
+ * hit.  Thread-safe; no lock once p has been seen; a problem that finds no
+ * room is dropped.  m NULL: nothing. */
+KT_INTERNAL void kt_misses_note(kt_misses *m, const kt_tuned *nearest, const kt_problem *p);
+/* The problems noted and their counts (at most max): how many. */
+KT_INTERNAL int kt_misses_get(const kt_misses *m, kt_problem *out, long long *counts, int max);
+
+/* The misses file beside database db: "<db>.misses". */
+KT_INTERNAL int kt_misses_path(const char *db, char *buf, size_t len);
+
+typedef struct kt_misses_entry {
+  char fingerprint[384]; /* the device's */
+  kt_problem problem;
+  char key[96];
+  long long count;
+} kt_misses_entry;
+
+/* Every line of the file that reads (with a family of this build); *out is
+ * malloc'd (free it).  A missing file has none. */
+KT_INTERNAL int kt_misses_read(const char *path, kt_misses_entry **out, int *n);
+/* Replace the file with e[0..n), the most counted first, at most
+ * KT_MISSES_FILE_MAX (e is sorted in place); n == 0 removes it. */
+KT_INTERNAL int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size_t errlen);
+/* Merge m's problems, as misses of device fingerprint, into the file
+ * (counts added).  Nothing is written when m holds none. */
+KT_INTERNAL int kt_misses_save(const kt_misses *m, const char *fingerprint, const char *path, char *err,
+                               size_t errlen);
+/* Remove device fingerprint's lines for problems p[0..n) (tuned now). */
+KT_INTERNAL int kt_misses_forget(const char *path, const char *fingerprint, const kt_problem *p, int n, char *err,
+                                 size_t errlen);
+
 /* ---- context.c -------------------------------------------------------- */
 
 /* Open a context on a described device, for tests and tools that have no
@@ -341,6 +384,14 @@ KT_INTERNAL void *kt_context_state(const kt_context *c, kt_family f);
 /* Is p memory of the context's device (or managed)?  Remembers pointers
  * that passed. */
 KT_INTERNAL int kt_context_device_pointer(kt_context *c, const void *p);
+/* A call of problem p was served by the rule's nearest tuned problem
+ * (NULL: none): remembered as a miss unless that is p (kt_misses_note). */
+KT_INTERNAL void kt_context_miss(const kt_context *c, const kt_tuned *nearest, const kt_problem *p);
+/* The context's misses so far (NULL when it keeps none). */
+KT_INTERNAL const kt_misses *kt_context_misses(const kt_context *c);
+/* Keep no misses (tools that only ask, like ktune explain); before any
+ * other thread uses c. */
+KT_INTERNAL void kt_context_keep_no_misses(kt_context *c);
 /* Launch v with its family's argument struct on the context's device. */
 KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream);
 

@@ -11,7 +11,9 @@
  * own measurements, weighted towards the tuned shapes nearest the call.
  * "Nearest" compares shapes by ratios: the distance is
  *   (ln M - ln Mt)^2 + (ln N - ln Nt)^2 + (ln K - ln Kt)^2.
- * With nothing tuned, the defaults.
+ * With nothing tuned, the defaults.  A call at an untuned shape is
+ * remembered as a miss (misses.c) where the decision is made, never on a
+ * decision cache hit.
  */
 #include <limits.h>
 #include <math.h>
@@ -380,6 +382,15 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
   return best;
 }
 
+static void note_miss(const kt_context *c, const kt_tuned *t, long long M, long long N, long long K)
+{
+  kt_problem p;
+  memset(&p, 0, sizeof p);
+  p.family = KT_FAMILY_MATMUL;
+  p.m = M, p.n = N, p.k = K;
+  kt_context_miss(c, t, &p);
+}
+
 static const kt_variant *choose(const kt_context *c, long long M, long long N, long long K, const matmul_call *call,
                                 kt_choice *out)
 {
@@ -388,11 +399,13 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
   const kt_device_info *d = kt_context_device(c);
   const kt_tuned *t = kt_matmul_nearest(tuned, nt, M, N, K);
   /* At a tuned shape, what was measured there is the answer. */
-  if (!t || (t->problem.m == M && t->problem.n == N && t->problem.k == K))
+  if (t && t->problem.m == M && t->problem.n == N && t->problem.k == K)
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
-  model *m = kt_context_state(c, KT_FAMILY_MATMUL);
-  if (!m)
+  model *m = t ? kt_context_state(c, KT_FAMILY_MATMUL) : NULL;
+  if (!m) {
+    note_miss(c, t, M, N, K);
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
+  }
   /* The decision depends on the shape and on whether float4 variants can
    * serve the call; remembered per context (relaxed atomics: a lost or torn
    * slot only costs a prediction, and a hit is checked against serves()). */
@@ -405,6 +418,8 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
         serves_call(&kt_registry[i], d, call))
       return &kt_registry[i];
   }
+  /* A decision made here, not remembered: the shape has no tuned entry. */
+  note_miss(c, t, M, N, K);
   const kt_variant *v = predict(m, d, M, N, K, call, out);
   if (!v)
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);

@@ -640,3 +640,141 @@ Test(tune_resume, gpus_of_one_chip_with_other_memory_each_get_their_own_whole_ra
   }
   free(want);
 }
+
+/* ---- tuning what applications called (runtime/misses.c) -------------------- */
+
+/* kt_tune_gpus in this process, into db with the five variants of each
+ * family and these arguments after `ktune tune --db DB`; its return. */
+static int tune_with(const char *db, const kt_device_info *gpu, const char *a0, const char *a1, const char *a2,
+                     const char *a3, const char *a4, const char *a5)
+{
+  char *argv[16] = {"ktune", "tune", "--db", (char *)db, "--variants", variants, "--timeout", "20"};
+  const char *more[] = {a0, a1, a2, a3, a4, a5, NULL};
+  int argc = 8;
+  for (int i = 0; more[i]; ++i)
+    argv[argc++] = (char *)more[i];
+  kt_tune_opts o;
+  cr_assert_eq(kt_tune_parse_args(argc, argv, &o), 0);
+  kt_db *h = NULL;
+  char err[512];
+  cr_assert_eq(kt_db_open(&h, db, KT_DB_WRITE, err, sizeof err), KT_OK, "%s", err);
+  fflush(NULL);
+  const int rc = kt_tune_gpus(&o, gpu, 1, h, tune_exe);
+  kt_db_close(h);
+  return rc;
+}
+
+/* How many lines of measured.log name this problem key. */
+static int measured(const char *key)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "measured.log");
+  if (!kt_test_exists(path))
+    return 0;
+  size_t len;
+  char *text = (char *)kt_test_slurp(path, &len);
+  text = realloc(text, len + 1);
+  text[len] = 0;
+  int n = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    const char *sp = strchr(line, ' ');
+    n += sp && strncmp(sp + 1, key, strlen(key)) == 0 && sp[1 + strlen(key)] == ' ';
+  }
+  free(text);
+  return n;
+}
+
+static void write_misses(const char *db, const kt_device_info *gpu)
+{
+  char path[PATH_MAX + 8], text[2048];
+  kt_misses_path(db, path, sizeof path);
+  snprintf(text, sizeof text,
+           "%s\tmatmul\t48x40x24\t3\n"
+           "%s\thist\tnbins=300 n=1000\t1\n"
+           "Another GPU|sm_80|108 SMs|40960 MiB\tmatmul\t7x7x7\t9\n",
+           gpu->fingerprint, gpu->fingerprint);
+  kt_test_write_file(path, text);
+}
+
+Test(tune_resume, misses_tunes_exactly_the_recorded_misses_of_this_gpu_and_clears_them)
+{
+  kt_device_info gpu = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8];
+  kt_test_path(db, sizeof db, "user.db");
+  kt_misses_path(db, path, sizeof path);
+  write_misses(db, &gpu);
+  cr_assert_eq(tune_with(db, &gpu, "--misses", "--dists", "uniform,skewed", NULL, NULL, NULL), 0);
+  /* Five variants each; the histogram in both distributions. */
+  cr_expect_eq(measured("48x40x24"), 5);
+  cr_expect_eq(measured("nbins=300 n=1000"), 10);
+  cr_expect_eq(log_lines("measured.log"), 15, "only the misses were measured");
+  cr_expect_eq(kt_test_sql_int(db, "SELECT count(DISTINCT problem) FROM winners"), 2);
+  /* Tuned: gone from the file; another GPU's stay. */
+  kt_misses_entry *e = NULL;
+  int n = 0;
+  cr_assert_eq(kt_misses_read(path, &e, &n), KT_OK);
+  cr_expect_eq(n, 1);
+  cr_expect(n == 1 && strcmp(e[0].key, "7x7x7") == 0);
+  free(e);
+  /* Nothing left for this GPU: nothing to do. */
+  cr_assert_eq(tune_with(db, &gpu, "--misses", NULL, NULL, NULL, NULL, NULL), 0);
+  cr_expect_eq(log_lines("measured.log"), 0);
+}
+
+Test(tune_resume, a_default_problem_list_takes_the_misses_too_and_a_given_one_does_not)
+{
+  kt_device_info gpu = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "user.db");
+  write_misses(db, &gpu);
+  /* The histogram's default bins, and the miss; matmul's list is given. */
+  cr_assert_eq(tune_with(db, &gpu, "--hist-n", "1000", "--dists", "uniform", "--matmul", "64x64x64"), 0);
+  cr_expect_eq(measured("nbins=300 n=1000"), 5);
+  cr_expect_eq(measured("nbins=256 n=1000"), 5, "the defaults were not tuned");
+  cr_expect_eq(measured("48x40x24"), 0, "a given --matmul list took the misses");
+  cr_expect_eq(measured("64x64x64"), 5);
+  cr_expect_eq(log_lines("measured.log"), 5 * (5 + 1) + 5);
+}
+
+/* ---- make tune SHAPES=FILE ------------------------------------------------- */
+
+Test(tune_resume, a_shapes_file_is_read_line_by_line_with_comments)
+{
+  char path[PATH_MAX], arg[PATH_MAX + 1];
+  kt_test_path(path, sizeof path, "shapes.txt");
+  kt_test_write_file(path, "# shapes our model calls\n"
+                           "64x32x16\n"
+                           "\n"
+                           "  1x2x3   # padded, with a comment\n"
+                           "\t5x6x7\r\n");
+  snprintf(arg, sizeof arg, "@%s", path);
+  kt_problem p[8];
+  cr_assert_eq(problems("matmul", arg, NULL, NULL, p, 8), 3);
+  cr_expect(p[0].m == 64 && p[0].n == 32 && p[0].k == 16);
+  cr_expect(p[1].m == 1 && p[1].n == 2 && p[1].k == 3);
+  cr_expect(p[2].m == 5 && p[2].n == 6 && p[2].k == 7);
+  cr_expect_eq(p[2].family, KT_FAMILY_MATMUL);
+  cr_expect_eq(problems("matmul", arg, NULL, NULL, p, 2), -1, "more shapes than room");
+}
+
+Test(tune_resume, a_bad_line_of_a_shapes_file_is_an_error_that_names_the_line)
+{
+  char path[PATH_MAX], arg[PATH_MAX + 1], err[512];
+  kt_test_path(path, sizeof path, "shapes.txt");
+  snprintf(arg, sizeof arg, "@%s", path);
+  kt_problem p[8];
+  const char *bad[] = {"64x32x16\n64x32\n", "1x1x1\n1x1x1,2x2x2\n", "0x1x1\n", "1x1x1 2x2x2\n", "# only a comment\n",
+                       "4294967296x1x1\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    kt_test_write_file(path, bad[i]);
+    err[0] = 0;
+    cr_expect_eq(kt_tune_matmul_shapes_file(path, p, 8, err, sizeof err), -1, "%s", bad[i]);
+    cr_expect_not_null(strstr(err, path), "%s: %s", bad[i], err);
+  }
+  kt_test_write_file(path, "1x1x1\n64x32\n");
+  kt_tune_matmul_shapes_file(path, p, 8, err, sizeof err);
+  cr_expect_not_null(strstr(err, ":2: bad shape '64x32'"), "%s", err);
+  kt_test_path(path, sizeof path, "none.txt");
+  snprintf(arg, sizeof arg, "@%s", path);
+  cr_expect_eq(problems("matmul", arg, NULL, NULL, p, 8), -1, "a missing file");
+}

@@ -78,8 +78,10 @@ int kt_cli_open(const char *cmd, const char *db, kt_context **ctx)
   if (!getenv("KTUNE_LOG")) /* else the library logs as KTUNE_LOG says */
     o.log = log_to_stderr;
   int rc = kt_open(ctx, &o);
-  if (rc == KT_OK)
+  if (rc == KT_OK) {
+    kt_context_keep_no_misses(*ctx); /* a tool's questions are no application's calls */
     return 0;
+  }
   fprintf(stderr, "ktune %s: %s\n", cmd, kt_strerror(rc));
   return 1;
 }

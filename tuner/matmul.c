@@ -4,6 +4,7 @@
  * (matmul.h), its default tuning shapes and how `--matmul` lists them, its
  * inputs, check and timing in a worker, and its rows of the tune summary
  * (its kt_tune_family entry, at the end). */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -143,29 +144,72 @@ done:
   "4x256x256,4x256x4096,4x4096x256,4x4096x4096,256x4x256,256x4x4096,4096x4x256,4096x4x4096,256x256x4,"   \
   "256x4096x4,4096x256x4,4096x4096x4"
 
-/* values: --matmul.  One problem per shape; matmul has no distributions. */
+/* One shape (item, as the CLI writes it) into out[*n]: 0, or -1 with a
+ * message in err that names where it came from (`where`). */
+static int add_shape(const char *where, const char *item, kt_problem *out, int *n, int max, char *err, size_t errlen)
+{
+  kt_problem p;
+  /* The worker's sizes are ints. */
+  if (kt_family_get(KT_FAMILY_MATMUL)->parse(item, &p) != 0 || p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > INT_MAX ||
+      p.n > INT_MAX || p.k > INT_MAX) {
+    snprintf(err, errlen, "%s: bad shape '%s' (MxNxK, each 1..%d)", where, item, INT_MAX);
+    return -1;
+  }
+  if (*n == max) {
+    snprintf(err, errlen, "%s: more than %d shapes", where, max);
+    return -1;
+  }
+  p.family = KT_FAMILY_MATMUL;
+  p.dist[0] = 0;
+  out[(*n)++] = p;
+  return 0;
+}
+
+int kt_tune_matmul_shapes_file(const char *path, kt_problem *out, int max, char *err, size_t errlen)
+{
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    snprintf(err, errlen, "--matmul @%s: %s", path, strerror(errno));
+    return -1;
+  }
+  char line[256], where[1100];
+  int n = 0, lineno = 0, rc = 0;
+  while (rc == 0 && fgets(line, sizeof line, f)) {
+    ++lineno;
+    snprintf(where, sizeof where, "%s:%d", path, lineno);
+    if (!strchr(line, '\n') && !feof(f)) {
+      snprintf(err, errlen, "%s: line too long", where);
+      rc = -1;
+      break;
+    }
+    line[strcspn(line, "#\r\n")] = 0; /* a comment runs to the end of its line */
+    char *item = line + strspn(line, " \t");
+    size_t len = strlen(item);
+    while (len > 0 && (item[len - 1] == ' ' || item[len - 1] == '\t'))
+      item[--len] = 0;
+    if (len > 0)
+      rc = add_shape(where, item, out, &n, max, err, errlen);
+  }
+  fclose(f);
+  if (rc == 0 && n == 0) {
+    snprintf(err, errlen, "--matmul @%s: no shapes in the file", path);
+    rc = -1;
+  }
+  return rc == 0 ? n : -1;
+}
+
+/* values: --matmul, shapes or @FILE.  One problem per shape; matmul has no
+ * distributions. */
 static int problems(const char *const *values, kt_problem *out, int max, char *err, size_t errlen)
 {
-  const kt_family_ops *ops = kt_family_get(KT_FAMILY_MATMUL);
   const char *list = values[0];
+  if (list && list[0] == '@')
+    return kt_tune_matmul_shapes_file(list + 1, out, max, err, errlen);
   char item[64];
   int n = 0, more;
-  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
-    kt_problem p;
-    /* The worker's sizes are ints. */
-    if (more < 0 || ops->parse(item, &p) != 0 || p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > INT_MAX || p.n > INT_MAX ||
-        p.k > INT_MAX) {
-      snprintf(err, errlen, "--matmul: bad shape '%s' (MxNxK, each 1..%d)", more < 0 ? "(too long)" : item, INT_MAX);
+  while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0)
+    if (add_shape("--matmul", more < 0 ? "(too long)" : item, out, &n, max, err, errlen) != 0)
       return -1;
-    }
-    if (n == max) {
-      snprintf(err, errlen, "--matmul: more than %d shapes", max);
-      return -1;
-    }
-    p.family = KT_FAMILY_MATMUL;
-    p.dist[0] = 0;
-    out[n++] = p;
-  }
   return n;
 }
 
@@ -345,7 +389,9 @@ static int explain(kt_context *ctx, const kt_problem *p, kt_choice *out)
 
 const kt_tune_family kt_tune_matmul = {
     .id = KT_FAMILY_MATMUL,
-    .options = {{"--matmul", "MxNxK,...", DEFAULT_SHAPES, "the matmul shapes to tune"}},
+    .options = {{"--matmul", "MxNxK,...|@FILE", DEFAULT_SHAPES,
+                 "the matmul shapes to tune; @FILE: from a file, one MxNxK a line, # comments\n"
+                 "                           (make tune SHAPES=FILE)"}},
     .problems = problems,
     .report_header = report_header,
     .report_row = report_row,

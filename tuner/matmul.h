@@ -45,6 +45,12 @@ const kt_variant *kt_tune_matmul_seed(void);
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
                           long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out);
 
+/* The shapes of a file (`--matmul @FILE`, make tune SHAPES=FILE): one
+ * MxNxK a line, blank lines and '#' comments (to the end of a line)
+ * skipped.  How many (at most max), or -1 with "FILE:LINE: ..." in err;
+ * a file without shapes is an error too. */
+int kt_tune_matmul_shapes_file(const char *path, kt_problem *out, int max, char *err, size_t errlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,6 +23,13 @@
  * worker runner per GPU, kt_workers_run_spread), and its results are
  * recorded and ranked under its own fingerprint, so a measurement is
  * always filed under the GPU that took it.
+ *
+ * What the application called comes too.  The runtime keeps the problems
+ * it served without a tuned entry of their own beside the user database
+ * (runtime/misses.c); a tune adds those of its GPUs to each family whose
+ * problem list is the default (--misses: tunes those alone), in the
+ * distributions the family measures its own problems in, and once they
+ * are ranked removes them from the file.
  */
 #include <errno.h>
 #include <fnmatch.h>
@@ -167,6 +174,10 @@ static void usage(FILE *f)
          "measure again what the database holds already; without it a tune goes on from\n"
          "                           what the database holds (for this GPU, generator and variant source)",
          "off: resume");
+  option(f, "--misses",
+         "tune only the problems this GPU's applications called without a tuned entry of\n"
+         "                           their own (kept in DB.misses); without it they join the default problems",
+         "off: the default problems and the misses");
   option(f, "--json",
          "the summary as one JSON object on stdout, instead of tables: device, name,\n"
          "                           gpus, generator, target, database, seed, seconds, recorded_before,\n"
@@ -244,6 +255,10 @@ int kt_tune_parse_args(int argc, char **argv, kt_tune_opts *o)
     }
     if (!strcmp(a, "--fresh")) {
       o->fresh = 1;
+      continue;
+    }
+    if (!strcmp(a, "--misses")) {
+      o->misses = 1;
       continue;
     }
     /* The options that take a value: the common ones, then the families'. */
@@ -425,6 +440,62 @@ static void take_recorded(void *user, const kt_measurement *m)
     }
 }
 
+/* The recorded misses of these groups' GPUs (see the top) added to probs:
+ * each in the distributions the family gives its own first problem, unless
+ * it is among them already.  taken[] gets each miss added (room for
+ * KT_TUNE_MAX_FAMILIES * MAX_PROBLEMS); how many, or -1 after a message. */
+static int add_misses(const kt_tune_opts *o, const group *groups, int ng, kt_problem (*probs)[MAX_PROBLEMS], int *np,
+                      kt_problem *taken)
+{
+  char path[1100];
+  kt_misses_entry *e = NULL;
+  int n = 0, ntaken = 0, rc;
+  if (kt_misses_path(o->db, path, sizeof path) != KT_OK)
+    return 0;
+  if ((rc = kt_misses_read(path, &e, &n)) != KT_OK) {
+    fprintf(stderr, "ktune tune: reading %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  for (int f = 0; f < kt_tune_family_count; ++f) {
+    const int given = o->values[f][0] != kt_tune_families[f]->options[0].fallback;
+    if (!o->on[f] || (given && !o->misses))
+      continue;
+    /* The family's distributions: those of its first problem. */
+    kt_problem runs[16];
+    int nruns = 0;
+    while (nruns < np[f] && nruns < 16 && same_problem(&probs[f][nruns], &probs[f][0]))
+      runs[nruns] = probs[f][nruns], ++nruns;
+    if (nruns == 0)
+      runs[nruns++].dist[0] = 0;
+    if (o->misses)
+      np[f] = 0;
+    for (int i = 0; i < n; ++i) {
+      int mine = 0, known = 0;
+      for (int g = 0; g < ng; ++g)
+        mine |= strcmp(e[i].fingerprint, groups[g].dev.fingerprint) == 0;
+      if (!mine || e[i].problem.family != kt_tune_families[f]->id)
+        continue;
+      for (int k = 0; k < np[f] && !known; ++k)
+        known = same_problem(&probs[f][k], &e[i].problem);
+      if (known || np[f] + nruns > MAX_PROBLEMS)
+        continue;
+      for (int r = 0; r < nruns; ++r) {
+        probs[f][np[f]] = e[i].problem;
+        memcpy(probs[f][np[f]++].dist, runs[r].dist, sizeof runs[r].dist);
+      }
+      taken[ntaken++] = e[i].problem;
+    }
+  }
+  free(e);
+  if (ntaken > 0)
+    fprintf(stderr, "ktune tune: %d problem%s that applications called untuned (from %s)\n", ntaken,
+            ntaken == 1 ? "" : "s", path);
+  else if (o->misses)
+    fprintf(stderr, "ktune tune: no problems recorded as called untuned on %s in %s\n",
+            ng > 0 ? groups[0].dev.fingerprint : "these GPUs", path);
+  return ntaken;
+}
+
 int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, kt_db *db, const char *worker)
 {
   const int nf = kt_tune_family_count;
@@ -447,6 +518,12 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
     if (g == ng)
       groups[ng++].dev = gpus[k];
     groups[g].gpus[groups[g].ngpus++] = gpus[k].ordinal;
+  }
+  kt_problem *taken = calloc((size_t)KT_TUNE_MAX_FAMILIES * MAX_PROBLEMS, sizeof *taken);
+  const int ntaken = taken ? add_misses(o, groups, ng, probs, np, taken) : -1;
+  if (ntaken < 0 || (o->misses && ntaken == 0)) {
+    free(probs), free(groups), free(taken);
+    return ntaken < 0 ? 1 : 0;
   }
   char err[512];
   tty = isatty(STDERR_FILENO);
@@ -560,6 +637,13 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
   /* Rankings use the newest measurement of each; keep a little history. */
   if (!failed_db && (rc = kt_db_prune(db, KT_TUNE_HISTORY, err, sizeof err)) != KT_OK)
     fprintf(stderr, "ktune tune: pruning old measurements: %s: %s\n", kt_strerror(rc), err);
+  /* The misses tuned now are misses no longer. */
+  char misses_path[1100];
+  for (int g = 0; g < ng && !failed_db && ntaken > 0; ++g)
+    if (kt_misses_path(o->db, misses_path, sizeof misses_path) == KT_OK &&
+        (rc = kt_misses_forget(misses_path, groups[g].dev.fingerprint, taken, ntaken, err, sizeof err)) != KT_OK)
+      fprintf(stderr, "ktune tune: %s: %s\n", kt_strerror(rc), err);
+  free(taken);
 
   /* Tables: winners as ranked in the database, each family's row beside
    * its seed kernels; a table per group. */

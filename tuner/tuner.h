@@ -188,6 +188,7 @@ typedef struct kt_tune_opts {
   unsigned long long seed;
   const char *gpus; /* --gpus: "all" or ordinals "0,1"; NULL = all */
   int fresh;        /* --fresh: measure again what the database holds */
+  int misses;       /* --misses: only the problems recorded as misses (o->db's misses file) */
 } kt_tune_opts;
 
 /* Read `ktune tune`'s arguments (argv[2]...) into o: 0, or 2 after a
@@ -204,7 +205,10 @@ int kt_tune_select_gpus(const char *list, const kt_device_info *gpus, int n, int
                         size_t errlen);
 
 /* The tune itself, once the GPUs are known and the database (o->db) is
- * open: measure what db does not hold already (everything with o->fresh)
+ * open: the problems are each family's list, and where that list is the
+ * default, the misses recorded for these GPUs beside the database
+ * (runtime/misses.c), which are then removed from there; with o->misses,
+ * the misses alone.  Measure what db does not hold already (everything with o->fresh)
  * on gpus[0..n) with workers running `worker` (NULL: this program), record,
  * rank and print the tables (o->json: one JSON object).  0, or 1 when the
  * database could not be written.  Tests pass described GPUs and a fake

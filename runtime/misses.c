@@ -1,0 +1,321 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/misses.c: the problems a context served without a tuned entry of
+ * their own ("misses"), remembered while it is open and kept beside the
+ * user database when it closes, for `ktune tune` to tune (kt_misses_).
+ *
+ * In memory: a fixed table of KT_MISSES_SLOTS problems per context, open
+ * addressing over KT_MISSES_PROBES slots; a problem that finds no room is
+ * dropped (and counted), so memory is bounded whatever the calls.
+ *
+ * On disk: <user database>.misses, text, one miss a line,
+ *   fingerprint <TAB> family <TAB> key <TAB> count
+ * key as the family's key() writes it ("1000x1000x3" or "nbins=300
+ * n=1000").  A close merges its misses into the file (counts added), keeps
+ * the KT_MISSES_FILE_MAX most counted lines and replaces the file whole
+ * (a temporary file renamed over it): a reader never sees half a file.
+ * Two processes closing at once may lose one's counts, never the file.
+ * Lines that do not read (another version's, a family this build lacks)
+ * are dropped when the file is next written.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kt_internal.h"
+
+#define KT_MISSES_PROBES 16 /* slots a problem may take, from its hash on */
+
+typedef struct slot {
+  uint64_t key; /* the problem's hash, never 0; 0 = empty.  Written last, with release */
+  long long count;
+  kt_problem problem; /* written once, before key */
+} slot;
+
+struct kt_misses {
+  pthread_mutex_t lock; /* taken only to claim an empty slot */
+  long long dropped;    /* problems that found no room */
+  slot slot[KT_MISSES_SLOTS];
+};
+
+kt_misses *kt_misses_new(void)
+{
+  kt_misses *m = calloc(1, sizeof *m);
+  if (m)
+    pthread_mutex_init(&m->lock, NULL);
+  return m;
+}
+
+void kt_misses_free(kt_misses *m)
+{
+  if (!m)
+    return;
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
+
+/* Do p and q name the same problem (family and sizes; not the distribution)? */
+static int same(const kt_problem *p, const kt_problem *q)
+{
+  if (p->family != q->family)
+    return 0;
+  const kt_family_ops *ops = kt_family_get(p->family);
+  const int nd = ops ? ops->ndims : KT_MAX_DIMS;
+  for (int d = 0; d < nd; ++d)
+    if (p->dim[d] != q->dim[d])
+      return 0;
+  return 1;
+}
+
+static uint64_t hash(const kt_problem *p)
+{
+  const kt_family_ops *ops = kt_family_get(p->family);
+  const int nd = ops ? ops->ndims : KT_MAX_DIMS;
+  uint64_t h = (1469598103934665603ull ^ (uint64_t)p->family) * 1099511628211ull;
+  for (int d = 0; d < nd; ++d)
+    h = (h ^ (uint64_t)p->dim[d]) * 1099511628211ull;
+  /* FNV over whole words mixes poorly into the bits that pick the slot:
+   * a finalizer (MurmurHash3's) spreads every input bit over them. */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ull;
+  h ^= h >> 33;
+  return h | 1;
+}
+
+/* A problem seen before costs a hash, a few loads and an atomic add; only
+ * the first sight of a problem takes the lock, to claim its slot.  A slot's
+ * problem is written before its key is published (release), and a reader
+ * that sees the key (acquire) sees the problem; keys never change once set. */
+void kt_misses_note(kt_misses *m, const kt_tuned *nearest, const kt_problem *p)
+{
+  if (!m || (nearest && same(&nearest->problem, p)))
+    return;
+  const uint64_t h = hash(p);
+  const unsigned start = (unsigned)(h >> 32) % KT_MISSES_SLOTS;
+  for (int i = 0; i < KT_MISSES_PROBES; ++i) {
+    slot *s = &m->slot[(start + (unsigned)i) % KT_MISSES_SLOTS];
+    const uint64_t k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+    if (k == 0)
+      break;
+    if (k == h && same(&s->problem, p)) {
+      __atomic_add_fetch(&s->count, 1, __ATOMIC_RELAXED);
+      return;
+    }
+  }
+  pthread_mutex_lock(&m->lock);
+  slot *free_slot = NULL;
+  for (int i = 0; i < KT_MISSES_PROBES; ++i) {
+    slot *s = &m->slot[(start + (unsigned)i) % KT_MISSES_SLOTS];
+    const uint64_t k = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+    if (k == 0) {
+      free_slot = s;
+      break;
+    }
+    if (k == h && same(&s->problem, p)) { /* another thread claimed it meanwhile */
+      __atomic_add_fetch(&s->count, 1, __ATOMIC_RELAXED);
+      pthread_mutex_unlock(&m->lock);
+      return;
+    }
+  }
+  if (free_slot) {
+    free_slot->problem = *p;
+    free_slot->problem.dist[0] = 0;
+    __atomic_store_n(&free_slot->count, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&free_slot->key, h, __ATOMIC_RELEASE);
+  } else
+    ++m->dropped;
+  pthread_mutex_unlock(&m->lock);
+}
+
+int kt_misses_get(const kt_misses *m, kt_problem *out, long long *counts, int max)
+{
+  int n = 0;
+  for (int i = 0; m && i < KT_MISSES_SLOTS && n < max; ++i)
+    if (__atomic_load_n(&m->slot[i].key, __ATOMIC_ACQUIRE)) {
+      out[n] = m->slot[i].problem;
+      counts[n++] = __atomic_load_n(&m->slot[i].count, __ATOMIC_RELAXED);
+    }
+  return n;
+}
+
+int kt_misses_path(const char *db, char *buf, size_t len)
+{
+  return db && *db && snprintf(buf, len, "%s.misses", db) < (int)len ? KT_OK : KT_ERR_BAD_OPTION;
+}
+
+/* ---- the file ------------------------------------------------------------ */
+
+/* One line into e: 1, or 0 when it does not read. */
+static int read_line(char *line, kt_misses_entry *e)
+{
+  line[strcspn(line, "\r\n")] = 0;
+  if (line[0] == '#' || line[0] == 0)
+    return 0;
+  char *f[4];
+  int n = 0;
+  for (char *p = line; n < 4; ++n) {
+    f[n] = p;
+    char *tab = strchr(p, '\t');
+    if (!tab) {
+      ++n;
+      break;
+    }
+    *tab = 0;
+    p = tab + 1;
+  }
+  if (n != 4 || strchr(f[3], '\t'))
+    return 0;
+  const kt_family_ops *ops = kt_family_find(f[1]);
+  char *end;
+  errno = 0;
+  const long long count = strtoll(f[3], &end, 10);
+  if (!ops || errno || end == f[3] || *end || count <= 0 || ops->parse(f[2], &e->problem) != KT_OK ||
+      snprintf(e->fingerprint, sizeof e->fingerprint, "%s", f[0]) >= (int)sizeof e->fingerprint)
+    return 0;
+  e->problem.family = ops->id;
+  e->problem.dist[0] = 0;
+  kt_problem_key(&e->problem, 0, e->key, sizeof e->key);
+  e->count = count;
+  return 1;
+}
+
+int kt_misses_read(const char *path, kt_misses_entry **out, int *n)
+{
+  *out = NULL;
+  *n = 0;
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return errno == ENOENT ? KT_OK : KT_ERR_DB_OPEN;
+  kt_misses_entry *e = malloc(sizeof *e * (KT_MISSES_FILE_MAX + 1));
+  char line[1024];
+  if (!e) {
+    fclose(f);
+    return KT_ERR_NO_MEMORY;
+  }
+  while (*n < KT_MISSES_FILE_MAX && fgets(line, sizeof line, f))
+    *n += read_line(line, &e[*n]);
+  fclose(f);
+  *out = e;
+  return KT_OK;
+}
+
+static int most_counted(const void *a, const void *b)
+{
+  const kt_misses_entry *x = a, *y = b;
+  if (x->count != y->count)
+    return x->count < y->count ? 1 : -1;
+  const int c = strcmp(x->fingerprint, y->fingerprint);
+  return c ? c : strcmp(x->key, y->key);
+}
+
+int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size_t errlen)
+{
+  if (n == 0) { /* nothing left: no file */
+    if (unlink(path) != 0 && errno != ENOENT) {
+      snprintf(err, errlen, "removing %s: %s", path, strerror(errno));
+      return KT_ERR_DB_WRITE;
+    }
+    return KT_OK;
+  }
+  qsort(e, (size_t)n, sizeof *e, most_counted);
+  if (n > KT_MISSES_FILE_MAX)
+    n = KT_MISSES_FILE_MAX;
+  char tmp[1100];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp) {
+    snprintf(err, errlen, "%s: path too long", path);
+    return KT_ERR_DB_WRITE;
+  }
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    snprintf(err, errlen, "writing %s: %s", tmp, strerror(errno));
+    return KT_ERR_DB_WRITE;
+  }
+  fprintf(f, "# ktune: problems served without a tuned entry of their own; `ktune tune --misses` tunes them\n"
+             "# fingerprint\tfamily\tkey\tcount\n");
+  for (int i = 0; i < n; ++i)
+    fprintf(f, "%s\t%s\t%s\t%lld\n", e[i].fingerprint, kt_family_name(e[i].problem.family), e[i].key, e[i].count);
+  const int bad = ferror(f);
+  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+    snprintf(err, errlen, "writing %s: %s", path, strerror(errno ? errno : EIO));
+    unlink(tmp);
+    return KT_ERR_DB_WRITE;
+  }
+  return KT_OK;
+}
+
+static int find(const kt_misses_entry *e, int n, const char *fingerprint, const kt_problem *p)
+{
+  for (int i = 0; i < n; ++i)
+    if (same(&e[i].problem, p) && strcmp(e[i].fingerprint, fingerprint) == 0)
+      return i;
+  return -1;
+}
+
+int kt_misses_save(const kt_misses *m, const char *fingerprint, const char *path, char *err, size_t errlen)
+{
+  kt_problem *p = malloc(sizeof *p * KT_MISSES_SLOTS);
+  long long *c = malloc(sizeof *c * KT_MISSES_SLOTS);
+  kt_misses_entry *e = NULL;
+  int n = 0, rc = p && c ? KT_OK : KT_ERR_NO_MEMORY;
+  const int np = rc == KT_OK ? kt_misses_get(m, p, c, KT_MISSES_SLOTS) : 0;
+  if (rc == KT_OK && np == 0)
+    goto done; /* nothing to add: the file stays as it is */
+  if (rc == KT_OK && (rc = kt_misses_read(path, &e, &n)) != KT_OK)
+    snprintf(err, errlen, "reading %s: %s", path, strerror(errno));
+  if (rc == KT_OK) {
+    kt_misses_entry *all = realloc(e, sizeof *e * (size_t)(n + np + 1));
+    if (!all)
+      rc = KT_ERR_NO_MEMORY;
+    else
+      e = all;
+  }
+  for (int i = 0; rc == KT_OK && i < np; ++i) {
+    const int j = find(e, n, fingerprint, &p[i]);
+    if (j >= 0) {
+      e[j].count += c[i];
+      continue;
+    }
+    memset(&e[n], 0, sizeof e[n]);
+    snprintf(e[n].fingerprint, sizeof e[n].fingerprint, "%s", fingerprint);
+    e[n].problem = p[i];
+    kt_problem_key(&p[i], 0, e[n].key, sizeof e[n].key);
+    e[n++].count = c[i];
+  }
+  if (rc == KT_OK)
+    rc = kt_misses_write(path, e, n, err, errlen);
+  else if (rc == KT_ERR_NO_MEMORY)
+    snprintf(err, errlen, "out of memory");
+done:
+  free(p), free(c), free(e);
+  return rc;
+}
+
+int kt_misses_forget(const char *path, const char *fingerprint, const kt_problem *p, int np, char *err, size_t errlen)
+{
+  kt_misses_entry *e = NULL;
+  int n = 0, rc = kt_misses_read(path, &e, &n);
+  if (rc != KT_OK) {
+    snprintf(err, errlen, "reading %s: %s", path, rc == KT_ERR_DB_OPEN ? strerror(errno) : kt_strerror(rc));
+    return rc;
+  }
+  int kept = 0, removed = 0;
+  for (int i = 0; i < n; ++i) {
+    int hit = 0;
+    for (int k = 0; k < np && !hit; ++k)
+      hit = same(&e[i].problem, &p[k]) && strcmp(e[i].fingerprint, fingerprint) == 0;
+    if (hit)
+      ++removed;
+    else
+      e[kept++] = e[i];
+  }
+  if (removed > 0)
+    rc = kt_misses_write(path, e, kept, err, errlen);
+  free(e);
+  return rc;
+}

@@ -1,0 +1,417 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/test_misses.c: the problems a context served without a tuned entry
+ * of their own (runtime/misses.c, and kt_close in runtime/context.c), on
+ * described devices: no GPU.
+ *
+ *   make build/tests/test_misses && build/tests/test_misses --jobs=1
+ */
+#include <pthread.h>
+#include <sys/stat.h>
+
+#include "kt_test.h"
+
+static void setup(void)
+{
+  kt_test_mkdir();
+  unsetenv("KTUNE_MISSES"); /* make test turns them off for the other tests */
+  unsetenv("KTUNE_DB");
+}
+
+static void teardown(void)
+{
+  char dir[PATH_MAX];
+  chmod(kt_test_path(dir, sizeof dir, "ro"), 0755);
+  kt_test_rmdir();
+}
+
+TestSuite(misses, .init = setup, .fini = teardown);
+
+/* Fake device addresses: never dereferenced, only their alignment matters. */
+#define A16 ((const float *)0x10000)
+#define BINS ((const uint32_t *)0x40000)
+#define SAMPLES ((const int32_t *)0x50000)
+
+typedef struct log_capture {
+  int count[4];
+  char last[4][512];
+} log_capture;
+
+static void capture(int level, const char *message, void *user)
+{
+  log_capture *c = user;
+  c->count[level]++;
+  snprintf(c->last[level], sizeof c->last[level], "%s", message);
+}
+
+/* A database with matmul 1024x1024x1024 and hist nbins=256 n=1000 tuned
+ * for dev. */
+static void tuned_db(const char *path, const kt_device_info *dev)
+{
+  const kt_variant *mm = kt_test_need_on(dev, kt_test_is_matmul, 0, "a matmul variant");
+  const kt_variant *h = kt_test_need_on(dev, kt_test_is_hist_smem, 0, "a hist variant");
+  kt_measurement m = kt_test_measure(mm, kt_test_matmul_problem(1024, 1024, 1024), "ok", 1.0);
+  cr_assert_gt(kt_test_tune(path, dev, &m, 1, m.problem), 0);
+  m = kt_test_measure(h, kt_test_hist_problem(256, 1000, ""), "ok", 1.0);
+  cr_assert_gt(kt_test_tune(path, dev, &m, 1, m.problem), 0);
+}
+
+static kt_context *open_db(const kt_device_info *dev, const char *db, log_capture *log)
+{
+  kt_options o = kt_default_options();
+  o.db_path = db;
+  o.system_db_path = "";
+  if (log) {
+    memset(log, 0, sizeof *log);
+    o.log = capture;
+    o.log_user = log;
+  }
+  kt_context *ctx = NULL;
+  cr_assert_eq(kt_open_described(&ctx, dev, &o), KT_OK);
+  return ctx;
+}
+
+static void matmul(kt_context *ctx, long long M, long long N, long long K)
+{
+  kt_choice c;
+  cr_assert_eq(kt_matmul_choice(ctx, M, N, K, A16, K, A16, N, A16, N, &c), KT_OK);
+}
+
+static void hist(kt_context *ctx, long long nbins, unsigned long long n)
+{
+  kt_choice c;
+  cr_assert_eq(kt_histogram_choice(ctx, SAMPLES, n, BINS, nbins, &c), KT_OK);
+}
+
+/* The count of problem p among the context's misses; 0 when absent. */
+static long long count_of(const kt_context *ctx, kt_problem p)
+{
+  kt_problem got[KT_MISSES_SLOTS];
+  long long counts[KT_MISSES_SLOTS];
+  const int n = kt_misses_get(kt_context_misses(ctx), got, counts, KT_MISSES_SLOTS);
+  for (int i = 0; i < n; ++i)
+    if (got[i].family == p.family && memcmp(got[i].dim, p.dim, sizeof p.dim) == 0)
+      return counts[i];
+  return 0;
+}
+
+static int nmisses(const kt_context *ctx)
+{
+  kt_problem got[KT_MISSES_SLOTS];
+  long long counts[KT_MISSES_SLOTS];
+  return kt_misses_get(kt_context_misses(ctx), got, counts, KT_MISSES_SLOTS);
+}
+
+/* The misses file beside db, read back; the count of a line, 0 if absent. */
+static long long file_count(const char *db, const char *fingerprint, const char *family, const char *key)
+{
+  char path[PATH_MAX + 8];
+  kt_misses_path(db, path, sizeof path);
+  kt_misses_entry *e = NULL;
+  int n = 0;
+  cr_assert_eq(kt_misses_read(path, &e, &n), KT_OK);
+  long long c = 0;
+  for (int i = 0; i < n; ++i)
+    if (!strcmp(e[i].fingerprint, fingerprint) && !strcmp(kt_family_name(e[i].problem.family), family) &&
+        !strcmp(e[i].key, key))
+      c = e[i].count;
+  free(e);
+  return c;
+}
+
+Test(misses, only_problems_without_their_own_tuned_entry_are_remembered_once_each_and_counted)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "user.db");
+  tuned_db(db, &dev);
+  kt_context *ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 1024, 1024, 1024); /* tuned */
+  hist(ctx, 256, 1000);          /* tuned */
+  cr_expect_eq(nmisses(ctx), 0, "a tuned problem was remembered");
+  matmul(ctx, 100, 200, 300);
+  matmul(ctx, 100, 200, 300);
+  matmul(ctx, 100, 200, 301);
+  hist(ctx, 256, 999); /* the same bins, other n: not the tuned problem */
+  cr_expect_eq(nmisses(ctx), 3);
+  cr_expect_eq(count_of(ctx, kt_test_matmul_problem(100, 200, 300)), 2);
+  cr_expect_eq(count_of(ctx, kt_test_matmul_problem(100, 200, 301)), 1);
+  cr_expect_eq(count_of(ctx, kt_test_hist_problem(256, 999, "")), 1);
+  kt_close(ctx);
+}
+
+Test(misses, with_nothing_tuned_every_problem_is_a_miss_of_every_family)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX];
+  kt_context *ctx = open_db(&dev, kt_test_path(db, sizeof db, "none.db"), NULL);
+  matmul(ctx, 64, 64, 64);
+  hist(ctx, 4096, 1 << 20);
+  kt_matmul_desc x = {0};
+  x.M = 128, x.N = 64, x.K = 32, x.type = KT_BF16, x.op_a = KT_OP_N, x.op_b = KT_OP_T;
+  x.A = A16, x.B = A16, x.C = (float *)A16, x.lda = 32, x.ldb = 32, x.ldc = 64, x.batch = 1, x.alpha = 1;
+  kt_choice c;
+  const int rc = kt_matmul_ex_choice(ctx, &x, &c);
+  cr_expect_eq(nmisses(ctx), 2 + (rc == KT_OK), "gemm choice: %s", kt_strerror(rc));
+  kt_close(ctx);
+  if (rc == KT_OK) {
+    kt_problem p = kt_test_matmul_problem(128, 64, 32);
+    p.family = KT_FAMILY_GEMM;
+    p.dim[3] = kt_gemm_layout(KT_BF16, 0, 1);
+    char key[96];
+    kt_problem_key(&p, 0, key, sizeof key);
+    cr_expect_eq(file_count(db, dev.fingerprint, "gemm", key), 1, "%s", key);
+  }
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "64x64x64"), 1);
+  cr_expect_eq(file_count(db, dev.fingerprint, "hist", "nbins=4096 n=1048576"), 1);
+}
+
+Test(misses, survive_a_close_and_open_and_add_up_in_the_file)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "user.db");
+  tuned_db(db, &dev);
+  kt_context *ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  matmul(ctx, 100, 200, 300);
+  matmul(ctx, 1024, 1024, 1024);
+  kt_close(ctx);
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 2);
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "1024x1024x1024"), 0);
+  /* Another device's misses in the same file stay apart. */
+  kt_device_info other = kt_test_device("Other GPU", 80, 0);
+  ctx = open_db(&other, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  hist(ctx, 300, 5000);
+  kt_close(ctx);
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 3);
+  cr_expect_eq(file_count(db, dev.fingerprint, "hist", "nbins=300 n=5000"), 1);
+  cr_expect_eq(file_count(db, other.fingerprint, "matmul", "100x200x300"), 1);
+  /* A context that served only tuned problems leaves the file alone. */
+  char path[PATH_MAX + 8];
+  kt_misses_path(db, path, sizeof path);
+  size_t before, after;
+  free(kt_test_slurp(path, &before));
+  ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 1024, 1024, 1024);
+  kt_close(ctx);
+  free(kt_test_slurp(path, &after));
+  cr_expect_eq(before, after);
+}
+
+Test(misses, a_read_only_folder_gets_no_file_and_the_close_succeeds)
+{
+  if (geteuid() == 0)
+    cr_skip_test("root writes into read-only folders");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char dir[PATH_MAX], db[PATH_MAX];
+  kt_test_path(dir, sizeof dir, "ro");
+  cr_assert_eq(mkdir(dir, 0755), 0);
+  kt_test_path(db, sizeof db, "ro/user.db");
+  tuned_db(db, &dev);
+  cr_assert_eq(chmod(dir, 0555), 0);
+  log_capture log;
+  kt_context *ctx = open_db(&dev, db, &log);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  char path[PATH_MAX + 8];
+  kt_misses_path(db, path, sizeof path);
+  cr_expect(!kt_test_exists(path));
+  cr_expect_eq(log.count[KT_LOG_WARN], 1, "no warning");
+  cr_expect_not_null(strstr(log.last[KT_LOG_WARN], "misses not kept"), "%s", log.last[KT_LOG_WARN]);
+  cr_expect_eq(kt_context_check(ctx), KT_ERR_BAD_CONTEXT, "the context is still open");
+}
+
+Test(misses, a_file_that_cannot_be_replaced_is_logged_and_the_close_succeeds)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8];
+  kt_test_path(db, sizeof db, "user.db");
+  kt_misses_path(db, path, sizeof path);
+  cr_assert_eq(mkdir(path, 0755), 0); /* a folder where the file should be */
+  tuned_db(db, &dev);
+  log_capture log;
+  kt_context *ctx = open_db(&dev, db, &log);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  struct stat sb;
+  cr_expect(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
+  cr_expect_eq(log.count[KT_LOG_WARN], 1);
+  cr_expect_not_null(strstr(log.last[KT_LOG_WARN], "misses not kept"), "%s", log.last[KT_LOG_WARN]);
+  cr_expect_eq(kt_test_dir_entries(), 2, "a temporary file was left behind");
+}
+
+Test(misses, no_folder_is_made_and_the_system_database_is_never_written)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "no/such/folder/user.db");
+  kt_context *ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  cr_expect_eq(kt_test_dir_entries(), 0);
+
+  kt_test_path(db, sizeof db, "system.db");
+  tuned_db(db, &dev);
+  kt_options o = kt_default_options();
+  o.db_path = db;
+  o.system_db_path = db;
+  cr_assert_eq(kt_open_described(&ctx, &dev, &o), KT_OK);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  cr_expect_eq(kt_test_dir_entries(), 1, "a misses file beside the system database");
+}
+
+Test(misses, ktune_misses_off_keeps_none)
+{
+  setenv("KTUNE_MISSES", "off", 1);
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX];
+  kt_context *ctx = open_db(&dev, kt_test_path(db, sizeof db, "user.db"), NULL);
+  matmul(ctx, 100, 200, 300);
+  cr_expect_null(kt_context_misses(ctx));
+  kt_close(ctx);
+  cr_expect_eq(kt_test_dir_entries(), 0);
+}
+
+typedef struct noter {
+  kt_misses *m;
+  int id;
+} noter;
+
+enum { THREADS = 8, CALLS = 20000, SHARED = 5 };
+
+static void *note_many(void *arg)
+{
+  const noter *t = arg;
+  for (int i = 0; i < CALLS; ++i) {
+    /* Shapes every thread calls, and one of its own. */
+    const kt_problem p = i % 2 ? kt_test_matmul_problem(1 + i % SHARED, 7, 7) : kt_test_matmul_problem(100 + t->id, 7, 7);
+    kt_misses_note(t->m, NULL, &p);
+  }
+  return NULL;
+}
+
+Test(misses, threads_sharing_a_context_lose_no_count)
+{
+  kt_misses *m = kt_misses_new();
+  cr_assert_not_null(m);
+  pthread_t th[THREADS];
+  noter args[THREADS];
+  for (int i = 0; i < THREADS; ++i) {
+    args[i] = (noter){m, i};
+    cr_assert_eq(pthread_create(&th[i], NULL, note_many, &args[i]), 0);
+  }
+  for (int i = 0; i < THREADS; ++i)
+    pthread_join(th[i], NULL);
+  kt_problem got[KT_MISSES_SLOTS];
+  long long counts[KT_MISSES_SLOTS], total = 0;
+  const int n = kt_misses_get(m, got, counts, KT_MISSES_SLOTS);
+  cr_expect_eq(n, SHARED + THREADS, "each problem once");
+  for (int i = 0; i < n; ++i)
+    total += counts[i];
+  cr_expect_eq(total, (long long)THREADS * CALLS);
+  kt_misses_free(m);
+}
+
+Test(misses, memory_and_the_file_are_bounded)
+{
+  kt_misses *m = kt_misses_new();
+  for (int i = 1; i <= 4 * KT_MISSES_SLOTS; ++i) {
+    const kt_problem p = kt_test_matmul_problem(i, i, i);
+    kt_misses_note(m, NULL, &p);
+  }
+  kt_problem got[KT_MISSES_SLOTS];
+  long long counts[KT_MISSES_SLOTS];
+  const int n = kt_misses_get(m, got, counts, KT_MISSES_SLOTS);
+  cr_expect_gt(n, KT_MISSES_SLOTS / 2);
+  cr_expect_leq(n, KT_MISSES_SLOTS);
+  kt_misses_free(m);
+
+  /* A file of more lines than it keeps: the most counted stay. */
+  const int many = KT_MISSES_FILE_MAX + 100;
+  kt_misses_entry *e = calloc((size_t)many, sizeof *e);
+  for (int i = 0; i < many; ++i) {
+    snprintf(e[i].fingerprint, sizeof e[i].fingerprint, "GPU|sm_90");
+    e[i].problem = kt_test_matmul_problem(i + 1, 1, 1);
+    kt_problem_key(&e[i].problem, 0, e[i].key, sizeof e[i].key);
+    e[i].count = i + 1;
+  }
+  char path[PATH_MAX], err[512];
+  kt_test_path(path, sizeof path, "x.db.misses");
+  cr_assert_eq(kt_misses_write(path, e, many, err, sizeof err), KT_OK, "%s", err);
+  free(e);
+  int back = 0;
+  cr_assert_eq(kt_misses_read(path, &e, &back), KT_OK);
+  cr_expect_eq(back, KT_MISSES_FILE_MAX);
+  long long least = LLONG_MAX;
+  for (int i = 0; i < back; ++i)
+    least = e[i].count < least ? e[i].count : least;
+  cr_expect_eq(least, 101, "the least counted lines were not the ones dropped");
+  free(e);
+}
+
+Test(misses, lines_that_do_not_read_are_dropped_and_the_rest_merged)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8], text[2048];
+  kt_test_path(db, sizeof db, "user.db");
+  kt_misses_path(db, path, sizeof path);
+  snprintf(text, sizeof text,
+           "# a comment\n"
+           "%s\tmatmul\t100x200x300\t4\n"
+           "%s\tmatmul\t100x200\t4\n"      /* not a shape */
+           "%s\tnosuch\t100x200x300\t4\n"  /* no such family */
+           "%s\tmatmul\t1x2x3\t-1\n"       /* a bad count */
+           "only one field\n"
+           "%s\thist\tnbins=300 n=5000\t2\n",
+           dev.fingerprint, dev.fingerprint, dev.fingerprint, dev.fingerprint, dev.fingerprint);
+  kt_test_write_file(path, text);
+  kt_misses_entry *e = NULL;
+  int n = 0;
+  cr_assert_eq(kt_misses_read(path, &e, &n), KT_OK);
+  free(e);
+  cr_expect_eq(n, 2);
+  kt_context *ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 5);
+  cr_expect_eq(file_count(db, dev.fingerprint, "hist", "nbins=300 n=5000"), 2);
+  size_t len;
+  char *all = (char *)kt_test_slurp(path, &len);
+  all = realloc(all, len + 1);
+  all[len] = 0;
+  cr_expect_null(strstr(all, "nosuch"), "%s", all);
+  free(all);
+}
+
+Test(misses, forgetting_removes_only_that_devices_lines_of_those_problems)
+{
+  char path[PATH_MAX], err[512], text[1024];
+  kt_test_path(path, sizeof path, "user.db.misses");
+  snprintf(text, sizeof text,
+           "A\tmatmul\t1x2x3\t4\nA\tmatmul\t4x5x6\t1\nB\tmatmul\t1x2x3\t2\nA\thist\tnbins=300 n=5000\t2\n");
+  kt_test_write_file(path, text);
+  kt_problem p[2] = {kt_test_matmul_problem(1, 2, 3), kt_test_hist_problem(300, 5000, "uniform")};
+  cr_assert_eq(kt_misses_forget(path, "A", p, 2, err, sizeof err), KT_OK, "%s", err);
+  kt_misses_entry *e = NULL;
+  int n = 0;
+  cr_assert_eq(kt_misses_read(path, &e, &n), KT_OK);
+  cr_assert_eq(n, 2);
+  int a456 = 0, b123 = 0;
+  for (int i = 0; i < n; ++i) {
+    a456 += !strcmp(e[i].fingerprint, "A") && !strcmp(e[i].key, "4x5x6");
+    b123 += !strcmp(e[i].fingerprint, "B") && !strcmp(e[i].key, "1x2x3");
+  }
+  free(e);
+  cr_expect(a456 && b123);
+  /* Forgetting the last lines removes the file. */
+  kt_problem q[1] = {kt_test_matmul_problem(4, 5, 6)};
+  cr_assert_eq(kt_misses_forget(path, "A", q, 1, err, sizeof err), KT_OK);
+  q[0] = kt_test_matmul_problem(1, 2, 3);
+  cr_assert_eq(kt_misses_forget(path, "B", q, 1, err, sizeof err), KT_OK);
+  cr_expect(!kt_test_exists(path));
+}
