@@ -35,32 +35,7 @@ target("sm_90", 90, { smem_optin = 227 * KB, smem_per_sm = 228 * KB, max_threads
 target("sm_90a", 90, { smem_optin = 227 * KB, smem_per_sm = 228 * KB, max_threads_per_sm = 2048, exact = true })
 
 function targets.get(arch)
-  -- A list of targets, as ARCHS or --arch give it (names separated by spaces
--- or commas): the targets, by compute capability, or nil and the one
--- message that says what is wrong with it.  A build has one target per
--- compute capability, the one the runtime matches a GPU against
--- (runtime/device.c, kt_device_target).
-function targets.parse(list)
-  local out, by_cc = {}, {}
-  for name in tostring(list or ""):gmatch("[^%s,]+") do
-    local t = targets[name]
-    if type(t) ~= "table" then
-      return nil, ("'%s' is not a target ktune can generate kernels for; the targets are: %s"):format(
-        name, table.concat(targets.names(), " "))
-    end
-    if by_cc[t.cc] and by_cc[t.cc] ~= name then
-      return nil, ("%s and %s are both compute capability %d.%d: give one of them"):format(
-        by_cc[t.cc], name, t.cc // 10, t.cc % 10)
-    end
-    if not by_cc[t.cc] then out[#out + 1] = t end
-    by_cc[t.cc] = name
-  end
-  if #out == 0 then return nil, "no target given; the targets are: " .. table.concat(targets.names(), " ") end
-  table.sort(out, function(a, b) return a.cc < b.cc end)
-  return out
-end
-
-return targets[arch]
+  return targets[arch]
 end
 
 function targets.names()
