@@ -40,16 +40,6 @@
 #include "gemm_common.cuh"
 #include "matmul_check.cuh"
 
-#define BENCH_CUBLAS(call) bench_cublas_check((call), #call, __FILE__, __LINE__)
-
-static void bench_cublas_check(cublasStatus_t s, const char *what, const char *file, int line)
-{
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cublasGetStatusString(s));
-    exit(1);
-  }
-}
-
 struct gcase {
   kt_dtype type;
   int op_a, op_b;

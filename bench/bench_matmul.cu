@@ -33,16 +33,6 @@
 #include "matmul.h"
 #include "matmul_check.cuh"
 
-#define BENCH_CUBLAS(call) bench_cublas_check((call), #call, __FILE__, __LINE__)
-
-static void bench_cublas_check(cublasStatus_t s, const char *what, const char *file, int line)
-{
-  if (s != CUBLAS_STATUS_SUCCESS) {
-    fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cublasGetStatusString(s));
-    exit(1);
-  }
-}
-
 struct shape {
   int m, n, k;
 };

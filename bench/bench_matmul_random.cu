@@ -147,10 +147,7 @@ int main(int argc, char **argv)
   const bench_reps reps = o.quick ? bench_reps{3, 10, 60.0} : bench_reps{5, 30, 200.0};
   const bench_reps oracle_reps = {3, 10, 40.0};
   cublasHandle_t h;
-  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
-    fprintf(stderr, "cublasCreate failed\n");
-    return 1;
-  }
+  BENCH_CUBLAS(cublasCreate(&h));
   cublasMath_t mode;
   if (cublasGetMathMode(h, &mode) != CUBLAS_STATUS_SUCCESS || mode != CUBLAS_DEFAULT_MATH) {
     fprintf(stderr, "cuBLAS is not in CUBLAS_DEFAULT_MATH: the comparison would not be fp32\n");

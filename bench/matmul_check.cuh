@@ -7,8 +7,23 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include <cublas_v2.h>
 
 #include "bench_common.h"
+
+/* A cuBLAS call that must succeed, in a benchmark (a tool: it may exit). */
+#define BENCH_CUBLAS(call) bench_cublas_check((call), #call, __FILE__, __LINE__)
+
+static void bench_cublas_check(cublasStatus_t s, const char *what, const char *file, int line)
+{
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cublasGetStatusString(s));
+    exit(1);
+  }
+}
 
 /* ---- device helpers ------------------------------------------------------ */
 
