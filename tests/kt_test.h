@@ -110,6 +110,22 @@ static inline unsigned char *kt_test_slurp(const char *path, size_t *len)
   return buf;
 }
 
+/* Lines in the file `name` of the test directory; 0 when there is none. */
+static inline int kt_test_lines(const char *name)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, name);
+  if (!kt_test_exists(path))
+    return 0;
+  size_t len;
+  unsigned char *text = kt_test_slurp(path, &len);
+  int n = 0;
+  for (size_t i = 0; i < len; ++i)
+    n += text[i] == '\n';
+  free(text);
+  return n;
+}
+
 static inline void kt_test_write_file(const char *path, const char *text)
 {
   FILE *f = fopen(path, "wb");

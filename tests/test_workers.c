@@ -99,17 +99,7 @@ static void go(run *r, double timeout_s)
 
 static int workers_started(void)
 {
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "starts.log");
-  if (!kt_test_exists(path))
-    return 0;
-  size_t len;
-  unsigned char *text = kt_test_slurp(path, &len);
-  int n = 0;
-  for (size_t i = 0; i < len; ++i)
-    n += text[i] == '\n';
-  free(text);
-  return n;
+  return kt_test_lines("starts.log");
 }
 
 static void expect(const run *r, int i, const char *status)
