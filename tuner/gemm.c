@@ -353,24 +353,8 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     return;
   }
   char why[256] = "";
-  for (int s = 0; s < 48 && !why[0]; ++s) {
-    const int i0 = (int)(kt_rng_next(&vr) % (uint64_t)M), j0 = (int)(kt_rng_next(&vr) % (uint64_t)N);
-    float got;
-    cudaMemcpy(&got, in->dC + (size_t)i0 * N + j0, 4, cudaMemcpyDeviceToHost);
-    double ref = 0, mag = 0;
-    for (int k = 0; k < K; ++k) {
-      const double x = in->hA[in->op_a ? (size_t)k * in->lda + i0 : (size_t)i0 * in->lda + k];
-      const double y = in->hB[in->op_b ? (size_t)j0 * in->ldb + k : (size_t)k * in->ldb + j0];
-      ref += x * y;
-      mag += fabs(x * y);
-    }
-    const double err = fabs(got - ref) / kt_tune_gemm_bound(type, K, 1.0, mag, 0.0);
-    if (!(err <= 1.0))
-      snprintf(why, sizeof why, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0, j0, got, ref);
-    else if (err > worst)
-      worst = err;
-  }
-  if (why[0]) {
+  if (kt_tune_matmul_sample(in->dC, M, N, K, in->hA, in->lda, in->op_a, in->hB, in->ldb, in->op_b, type, &vr, &worst,
+                            why, sizeof why)) {
     kt_tune_result_set(r, &in->p, v, "wrong", why);
     r->m.max_err = INFINITY;
     return;

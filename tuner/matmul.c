@@ -336,23 +336,7 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     return;
   }
   char why[256] = "";
-  for (int s = 0; s < 48 && !why[0]; ++s) {
-    const int i0 = (int)(kt_rng_next(&vr) % (uint64_t)M), j0 = (int)(kt_rng_next(&vr) % (uint64_t)N);
-    float got;
-    cudaMemcpy(&got, in->dC + (size_t)i0 * N + j0, 4, cudaMemcpyDeviceToHost);
-    double ref = 0, mag = 0;
-    for (int k = 0; k < K; ++k) {
-      const double p = (double)in->hA[(size_t)i0 * K + k] * in->hB[(size_t)k * N + j0];
-      ref += p;
-      mag += fabs(p);
-    }
-    const double err = fabs(got - ref) / kt_tune_matmul_bound(K, 1.0, mag, 0.0);
-    if (!(err <= 1.0))
-      snprintf(why, sizeof why, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0, j0, got, ref);
-    else if (err > worst)
-      worst = err;
-  }
-  if (why[0]) {
+  if (kt_tune_matmul_sample(in->dC, M, N, K, in->hA, K, 0, in->hB, N, 0, KT_F32, &vr, &worst, why, sizeof why)) {
     kt_tune_result_set(r, &in->p, v, "wrong", why);
     r->m.max_err = INFINITY;
     return;
@@ -362,6 +346,32 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   r->m.rate = 2.0 * M * N * (double)K / (ms * 1e6);
   r->m.max_err = worst;
   r->m.reps = reps;
+}
+
+int kt_tune_matmul_sample(const float *dC, int M, int N, int K, const float *hA, long long lda, int op_a,
+                          const float *hB, long long ldb, int op_b, int type, kt_rng *r, double *worst, char *why,
+                          size_t whylen)
+{
+  for (int s = 0; s < 48; ++s) {
+    const int i0 = (int)(kt_rng_next(r) % (uint64_t)M), j0 = (int)(kt_rng_next(r) % (uint64_t)N);
+    float got;
+    cudaMemcpy(&got, dC + (size_t)i0 * N + j0, 4, cudaMemcpyDeviceToHost);
+    double ref = 0, mag = 0;
+    for (int k = 0; k < K; ++k) {
+      const double x = hA[op_a ? (size_t)k * lda + i0 : (size_t)i0 * lda + k];
+      const double y = hB[op_b ? (size_t)j0 * ldb + k : (size_t)k * ldb + j0];
+      ref += x * y;
+      mag += fabs(x * y);
+    }
+    const double err = fabs(got - ref) / kt_tune_gemm_bound(type, K, 1.0, mag, 0.0);
+    if (!(err <= 1.0)) {
+      snprintf(why, whylen, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0, j0, got, ref);
+      return -1;
+    }
+    if (err > *worst)
+      *worst = err;
+  }
+  return 0;
 }
 
 /* ---- `ktune explain` -------------------------------------------------------- */

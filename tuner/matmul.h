@@ -45,6 +45,15 @@ const kt_variant *kt_tune_matmul_seed(void);
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
                           long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out);
 
+/* After timing a tuned problem: 48 outputs of C (M x N, ldc = N, on the
+ * device), drawn from r, against the double-precision products of hA and
+ * hB as stored (op 0 = N, 1 = T, with lda and ldb), within
+ * kt_tune_gemm_bound(type) (KT_F32: the FP32 bound).  0, raising *worst
+ * to the worst |err| / bound; or -1 with the first wrong element in why. */
+int kt_tune_matmul_sample(const float *dC, int M, int N, int K, const float *hA, long long lda, int op_a,
+                          const float *hB, long long ldb, int op_b, int type, kt_rng *r, double *worst, char *why,
+                          size_t whylen);
+
 /* The shapes of a file (`--matmul @FILE`, make tune SHAPES=FILE): one
  * MxNxK a line, blank lines and '#' comments (to the end of a line)
  * skipped.  How many (at most max), or -1 with "FILE:LINE: ..." in err;
