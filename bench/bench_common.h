@@ -241,6 +241,20 @@ template <class F> static bench_time_result bench_time(F &f, const bench_flush &
   return t;
 }
 
+/* The matmul suite, MxNxK, shared by the FP32 and the tensor-core benches:
+ * square powers of two, flat and skinny shapes (small K, small M, small N,
+ * huge K) and sizes that are no multiple of any tile.  --quick runs the
+ * short list. */
+struct bench_shape {
+  int m, n, k;
+};
+static const bench_shape bench_suite[] = {
+    {512, 512, 512},    {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
+    {8192, 8192, 8192}, {4096, 4096, 256},  {128, 8192, 8192},  {8192, 128, 8192},
+    {16384, 16384, 64}, {1000, 1000, 1000}, {4000, 4000, 4000}, {64, 64, 65536},
+};
+static const bench_shape bench_quick_suite[] = {{1024, 1024, 1024}, {4096, 4096, 256}, {1000, 1000, 1000}};
+
 static inline double bench_geomean(const std::vector<double> &x)
 {
   if (x.empty())

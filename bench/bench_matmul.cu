@@ -33,19 +33,6 @@
 #include "matmul.h"
 #include "matmul_check.cuh"
 
-struct shape {
-  int m, n, k;
-};
-
-/* MxNxK.  Square powers of two, flat and skinny shapes (small K, small M,
- * small N, huge K) and sizes that are no multiple of any tile. */
-static const shape kSuite[] = {
-    {512, 512, 512},    {1024, 1024, 1024}, {2048, 2048, 2048}, {4096, 4096, 4096},
-    {8192, 8192, 8192}, {4096, 4096, 256},  {128, 8192, 8192},  {8192, 128, 8192},
-    {16384, 16384, 64}, {1000, 1000, 1000}, {4000, 4000, 4000}, {64, 64, 65536},
-};
-static const shape kQuickSuite[] = {{1024, 1024, 1024}, {4096, 4096, 256}, {1000, 1000, 1000}};
-
 /* The TF32 probe: A has 1 + 2^-12 in column 0 and zeros elsewhere, B has
  * ones in row 0 and zeros elsewhere, so every element of A B is exactly
  * 1 + 2^-12 in fp32.  TF32 keeps 10 bits of mantissa and would round the
@@ -68,7 +55,7 @@ __global__ void count_not(const float *x, size_t n, float want, unsigned long lo
     atomicAdd(count, c);
 }
 
-static double tflops(const shape &s, double ms)
+static double tflops(const bench_shape &s, double ms)
 {
   return 2.0 * s.m * s.n * (double)s.k / (ms * 1e-3) / 1e12;
 }
@@ -212,11 +199,11 @@ int main(int argc, char **argv)
          reps.min_reps, reps.max_reps, reps.budget_ms, flush.bytes >> 20);
   printf("check: ktune and seed against cuBLAS, relative Frobenius error <= 64 * 2^-24 * sqrt(K)\n\n");
 
-  std::vector<shape> suite;
+  std::vector<bench_shape> suite;
   if (o.quick)
-    suite.assign(std::begin(kQuickSuite), std::end(kQuickSuite));
+    suite.assign(std::begin(bench_quick_suite), std::end(bench_quick_suite));
   else
-    suite.assign(std::begin(kSuite), std::end(kSuite));
+    suite.assign(std::begin(bench_suite), std::end(bench_suite));
 
   bench_csv csv(o.out + "/matmul.csv",
                 "shape,m,n,k,ktune_tflops,cublas_tflops,seed_tflops,ktune_over_cublas,ktune_ms,cublas_ms,seed_ms,"
@@ -233,7 +220,7 @@ int main(int argc, char **argv)
   int failed = 0;
   bool tf32_free = true;
 
-  for (const shape &s : suite) {
+  for (const bench_shape &s : suite) {
     const size_t na = (size_t)s.m * s.k, nb = (size_t)s.k * s.n, nc = (size_t)s.m * s.n;
     float *A, *B, *C_kt, *C_ref, *C_seed;
     BENCH_CUDA(cudaMalloc(&A, na * sizeof(float)));
