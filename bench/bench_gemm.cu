@@ -8,7 +8,7 @@
  * Row-major C = alpha op(A) op(B) + beta C with FP32 C, alpha 1, beta 0,
  * for each input type (TF32: FP32 inputs rounded to TF32; BF16; FP16; all
  * with FP32 accumulation):
- *   - op N, N at 4096^3, 8192^3 and a few more suite shapes;
+ *   - op N, N at the 12 shapes of the FP32 suite (bench_common.h);
  *   - the four op pairs at 4096^3;
  *   - strided batches: 512 products of 128x128x64, 64 of 1024x1024x128.
  * Each case times, on the same random inputs,
@@ -25,7 +25,8 @@
  * operand, as kt_matmul_ex does for TF32 op N of B) against a copy of the
  * same bytes.
  *
- * Writes OUT/gemm.csv.
+ * Writes OUT/gemm.csv, OUT/gemm.gp (ktune / cuBLAS per case) and, with
+ * gnuplot on PATH, OUT/gemm.png; ends with a summary per input type.
  */
 #include <cinttypes>
 #include <cmath>
@@ -107,6 +108,81 @@ __global__ void probe_inputs(void *A, void *B, int type, int op_a, int op_b, int
   }
 }
 
+/* One measured case, for the summary. */
+struct gresult {
+  gcase c;
+  double kt_ms, cb_ms; /* NAN when a side failed */
+};
+
+/* ---- the plot ---------------------------------------------------------- */
+
+/* Bars of ktune / cuBLAS per case, one colour per input type, with the
+ * targets' lines at 0.9 and 1.0. */
+static void plot(const bench_options &o, const bench_device &d, size_t ncases)
+{
+  std::string s = bench_gnuplot_preamble("gemm", 400 + 28 * (int)ncases, 700);
+  s += "set title \"tensor-core matmul (FP32 accumulation), ktune / cuBLAS in the same precision, " +
+       bench_gnuplot_escape(d.line) + "\"\n";
+  s += "set ylabel \"ktune / cuBLAS (higher is better)\"\n"
+       "set style fill solid 0.85 border -1\n"
+       "set boxwidth 0.8\n"
+       "set yrange [0:*]\n"
+       "set xrange [-1:*]\n"
+       "set offsets 0, 1, 0.15, 0\n"
+       "set grid ytics\n"
+       "set key top left\n"
+       "set bmargin 12\n"
+       "set xtics rotate by -60 nomirror\n"
+       "label(b) = strcol(1) . \" \" . strcol(2) . \" \" . strcol(3) . \"x\" . strcol(4) . \"x\" . strcol(5) . "
+       "(b > 1 ? \" x\" . strcol(6) : \"\")\n"
+       "ratio(t) = strcol(1) eq t ? $9 : NaN\n"
+       "plot \"gemm.csv\" skip 1 using 0:(ratio(\"tf32\")):xtic(label($6)) with boxes title \"TF32\" lc rgb \"#1b9e77\", \\\n"
+       "     \"\" skip 1 using 0:(ratio(\"bf16\")) with boxes title \"BF16\" lc rgb \"#d95f02\", \\\n"
+       "     \"\" skip 1 using 0:(ratio(\"f16\")) with boxes title \"FP16\" lc rgb \"#7570b3\", \\\n"
+       "     1.0 with lines lc rgb \"black\" title \"cuBLAS\", 0.9 with lines dt 2 lc rgb \"gray40\" title \"0.9\"\n";
+  bench_plot(o.out, "gemm", s);
+}
+
+/* ---- the summary ------------------------------------------------------- */
+
+/* Per input type: the geometric mean of ktune / cuBLAS over the NN suite
+ * shapes, the two large squares, the batched cases, and each transposed
+ * layout's time against NN at 4096^3 (ktune's own: within 10% is the aim). */
+static void summary(const std::vector<gresult> &res)
+{
+  printf("\n%-5s %8s %8s %8s %8s %8s   %s\n", "type", "suite", "4096^3", "8192^3", "batch512", "batch64",
+         "ktune time vs its NN at 4096^3: nt tn tt");
+  printf("%-5s %8s %8s %8s %8s %8s\n", "", "geomean", "", "", "", "");
+  for (kt_dtype t : {KT_TF32, KT_BF16, KT_F16}) {
+    std::vector<double> suite;
+    double sq4 = NAN, sq8 = NAN, b512 = NAN, b64 = NAN, nn4 = NAN, tr[4] = {NAN, NAN, NAN, NAN};
+    size_t n = 0;
+    for (const gresult &r : res) {
+      if (r.c.type != t)
+        continue;
+      const double q = r.cb_ms / r.kt_ms;
+      const bool nn = !r.c.op_a && !r.c.op_b, big4 = r.c.m == 4096 && r.c.n == 4096 && r.c.k == 4096;
+      if (r.c.batch > 1)
+        (r.c.batch == 512 ? b512 : b64) = q;
+      else if (nn) {
+        ++n;
+        if (std::isfinite(q))
+          suite.push_back(q);
+        if (big4)
+          sq4 = q, nn4 = r.kt_ms;
+        if (r.c.m == 8192 && r.c.n == 8192 && r.c.k == 8192)
+          sq8 = q;
+      } else if (big4)
+        tr[r.c.op_a * 2 + r.c.op_b] = r.kt_ms;
+    }
+    if (n == 0)
+      continue;
+    printf("%-5s %8.3f %8.3f %8.3f %8.3f %8.3f   %.3f %.3f %.3f%s\n", type_name(t), bench_geomean(suite), sq4, sq8,
+           b512, b64, tr[1] / nn4, tr[2] / nn4, tr[3] / nn4,
+           suite.size() < n ? "  (a failed shape is left out of the geomean)" : "");
+  }
+}
+
 int main(int argc, char **argv)
 {
   const bench_options o = bench_parse_args(argc, argv, "ktune's tensor-core matmul against cuBLAS (cublasGemmEx).");
@@ -133,15 +209,13 @@ int main(int argc, char **argv)
   std::vector<gcase> cases;
   const kt_dtype types[] = {KT_TF32, KT_BF16, KT_F16};
   for (kt_dtype t : types) {
-    const int nn[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {2048, 2048, 2048}, {4000, 4000, 4000},
-                         {1000, 1000, 1000}, {4096, 4096, 256},  {8192, 128, 8192}};
-    const int quick_nn[][3] = {{4096, 4096, 4096}, {1000, 1000, 1000}};
-    if (o.quick)
-      for (auto &s : quick_nn)
-        cases.push_back({t, 0, 0, s[0], s[1], s[2], 1});
-    else
-      for (auto &s : nn)
-        cases.push_back({t, 0, 0, s[0], s[1], s[2], 1});
+    if (o.quick) {
+      cases.push_back({t, 0, 0, 4096, 4096, 4096, 1}); /* the transposes' reference */
+      for (const bench_shape &s : bench_quick_suite)
+        cases.push_back({t, 0, 0, s.m, s.n, s.k, 1});
+    } else
+      for (const bench_shape &s : bench_suite)
+        cases.push_back({t, 0, 0, s.m, s.n, s.k, 1});
     for (int ops = 1; ops < 4; ++ops)
       cases.push_back({t, ops >> 1, ops & 1, 4096, 4096, 4096, 1});
     cases.push_back({t, 0, 0, 128, 128, 64, 512});
@@ -159,6 +233,7 @@ int main(int argc, char **argv)
   double *scratch;
   BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
   int failed = 0, imprecise = 0;
+  std::vector<gresult> results;
 
   for (const gcase &c : cases) {
     const int M = c.m, N = c.n, K = c.k, nb = c.batch;
@@ -254,6 +329,7 @@ int main(int argc, char **argv)
       printf("  ktune failed: %s\n", t_kt.err.c_str());
     if (!t_cb.ok)
       printf("  cuBLAS failed: %s\n", t_cb.err.c_str());
+    results.push_back({c, t_kt.ok ? t_kt.ms : NAN, t_cb.ok ? t_cb.ms : NAN});
     csv.row("%s,%s,%d,%d,%d,%d,%.2f,%.2f,%.4f,%.5f,%.5f,%s,%d,%.3e,%.3e,%s,%s", type_name(c.type), ops, M, N, K, nb,
             f_kt, f_cb, f_kt / f_cb, t_kt.ms, t_cb.ms, choice.variant, choice.tuned, err, bound,
             precise ? "same" : "DIFFERENT", ok ? "ok" : "failed");
@@ -285,6 +361,8 @@ int main(int argc, char **argv)
     cudaFree(dst);
   }
 
+  summary(results);
+  plot(o, d, cases.size());
   printf("\n%zu cases, %d failed the check, %d compared against cuBLAS in another precision\n", cases.size(), failed,
          imprecise);
   printf("wrote %s/gemm.csv\n", o.out.c_str());
