@@ -24,7 +24,7 @@ return {
   defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8", "gemm_wgmma_f16_128x256_wg2_s4_g8",
                "gemm_wgmma_tf32_128x256_wg2_s4_g8",
                -- before sm_90: mma.sync
-               "gemm_mma_bf16_128x128x32_wp2x2_s4_g8", "gemm_mma_f16_128x128x32_wp2x2_s4_g8",
+               "gemm_mma_bf16_128x128x32_wp2x2_s3_g8", "gemm_mma_f16_128x128x32_wp2x2_s3_g8",
                "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_bs16" },
 
   kernels = {
@@ -114,14 +114,13 @@ return {
           function(v) return v.acc_regs <= 128 end },
       },
       prune = {
-        -- Not a measurement yet: make tune has a 5-minute budget on an H100
-        -- (README), where wgmma serves the large aligned problems; NO_PRUNE=1
-        -- tunes the rest (an A100, where this is the tensor-core path).
-        { "tune budget (issue 15, not yet measured against the rest): 128x128 blocks of 2x2 warps and 64x64 " ..
-          "of 2x2 (small and batched problems), 64-byte slice rows, 4 stages",
-          function(v)
-            return v.warps == "2x2" and v.bk * v.es == 64 and v.stages == 4 and v.bm == v.bn and v.bm <= 128
-          end },
+        { "H100 (bench/reference/gemm_mma/README.md): 2x2 warps of 64x64 (128x128 blocks, the fastest mma at " ..
+          "4096^3) or of 32x32 (64x64 blocks, the fastest at 1024^3); 128x256 of 2x4 warps, 64x128 and " ..
+          "128-byte slice rows lost to them",
+          function(v) return v.warps == "2x2" and v.bm == v.bn and v.bm <= 128 and v.bk * v.es == 64 end },
+        { "H100 (bench/reference/gemm_mma/README.md): 3 stages for 16-bit 128x128 blocks (won 3 of 4 BF16 " ..
+          "op pairs at 4096^3, all at 1024^3), else 4 (TF32 128x128x16 s4 beat 128x128x32 s3)",
+          function(v) return v.stages == ((v.es == 2 and v.bm == 128) and 3 or 4) end },
       },
     },
     {
