@@ -31,6 +31,7 @@ tags.list = {
   b = { "cw", "bits per shared-memory counter" },
   u = { "ipt", "int4 loads in flight per thread and loop step (unroll)" },
   wg = { "wg", "consumer warpgroups per block (warp-specialised kernels)" },
+  wp = { "warps", "warps per block, along M x along N" },
   m = { "merge", "runs of equal bins add once: 1 on, 0 off" },
   l = { "l2fit", "passes over ranges of bins that fit the L2: 1 on, 0 off" },
 }

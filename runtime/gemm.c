@@ -8,7 +8,8 @@
  * matmul family's tuned FP32 kernels).  Everything else is this family's:
  * a wgmma variant of the call's type where the GPU is Hopper (sm_90; the
  * kernels are sm_90a machine code), which repacks what TMA cannot read in
- * place, else the CUDA-core fallback (algo simt), which serves all.
+ * place, or an mma.sync variant of the call's type (sm_80 on, any
+ * alignment), else the CUDA-core fallback (algo simt), which serves all.
  *
  * Selection: tuned problems are keyed by shape, input type and op pair
  * ("4096x4096x4096 bf16 nn"), each ranking the variants of its type timed
@@ -47,12 +48,13 @@ int kt_gemm_serves(const kt_variant *v, const kt_device_info *d, int type)
     return 0;
   if (strcmp(v->algo, "simt") == 0)
     return 1;
-  /* The tensor-core kernels are sm_90a code: Hopper only; one type each. */
+  /* The tensor-core kernels serve one type each; wgmma is sm_90a code
+   * (Hopper only), mma.sync runs wherever its target's code does. */
   const char *t = NULL;
   for (int i = 0; i < v->nparams; ++i)
     if (strcmp(v->params[i].key, "type") == 0)
       t = v->params[i].value;
-  return d->cc == 90 && t && strcmp(t, kt_gemm_type_name(type)) == 0;
+  return (d->cc == 90 || strcmp(v->algo, "wgmma") != 0) && t && strcmp(t, kt_gemm_type_name(type)) == 0;
 }
 
 /* ---- the family's entry ------------------------------------------------ */
@@ -87,16 +89,17 @@ static int gemm_parse(const char *s, kt_problem *out)
   return KT_OK;
 }
 
-/* Variants worth timing on p: those of p's type on Hopper; the CUDA-core
- * fallback only where no tensor-core variant runs (it is the default there
- * anyway, and far too slow to be timed at tuned sizes beside wgmma). */
+/* Variants worth timing on p: the tensor-core ones of p's type; the
+ * CUDA-core fallback only for FP32, which no tensor-core variant serves
+ * (mma.sync runs on every supported GPU, sm_80 on; the fallback is far too
+ * slow to be timed at tuned sizes beside it). */
 static int gemm_fits(const kt_variant *v, const kt_device_info *d, const kt_problem *p)
 {
   if (v->family != KT_FAMILY_GEMM || !kt_variant_runs_on(v, d))
     return 0;
   const int type = (int)(p->dim[3] / 4);
   if (strcmp(v->algo, "simt") == 0)
-    return d->cc != 90 || type == KT_F32;
+    return d->cc < 80 || type == KT_F32;
   return kt_gemm_serves(v, d, type);
 }
 

@@ -3,7 +3,7 @@
 -- C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b] on tensor cores: inputs
 -- BF16, FP16 or FP32 rounded to TF32, FP32 accumulation and C, either op,
 -- strided batches (kt_gemm_args, runtime/kt_variant.h).  A variant
--- serves one input type (wgmma) or all of them (simt, the fallback).
+-- serves one input type (wgmma, mma) or all of them (simt, the fallback).
 -- Each kernel lists { parameter, {values}, "meaning", tag = "t" } (tags:
 -- generator/tags.lua); constraints drop what cannot be built, each with
 -- the reason `make generate --explain` prints.
@@ -22,7 +22,10 @@ return {
   -- Untuned calls use the first of these that serves the call (the input
   -- type decides); the last, on the CUDA cores, serves every input anywhere.
   defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8", "gemm_wgmma_f16_128x256_wg2_s4_g8",
-               "gemm_wgmma_tf32_128x256_wg2_s4_g8", "gemm_simt_bs16" },
+               "gemm_wgmma_tf32_128x256_wg2_s4_g8",
+               -- before sm_90: mma.sync
+               "gemm_mma_bf16_128x128x32_wp2x2_s3_g8", "gemm_mma_f16_128x128x32_wp2x2_s3_g8",
+               "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_bs16" },
 
   kernels = {
     {
@@ -65,6 +68,59 @@ return {
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
         { "the accumulators leave a consumer 40 registers for addresses and the epilogue",
           function(v) return v.acc_regs + 40 <= v.regs_consumer end },
+      },
+    },
+    {
+      algo = "mma",
+      template = "templates/gemm_mma.cu.tpl",
+      doc = "sm_80 and newer: mma.sync fed by ldmatrix from XOR-swizzled shared memory, a cp.async multistage " ..
+        "pipeline; 16-bit MN-major operands through ldmatrix.trans, TF32 MN-major ones by 32-bit reads; " ..
+        "any alignment (narrower copies), edges zero-filled",
+      params = {
+        { "type", { "bf16", "f16", "tf32" }, "input type; FP32 accumulation", tag = "" },
+        { "bm", { 64, 128 }, "BM: rows of C per block", tag = "" },
+        { "bn", { 64, 128, 256 }, "BN: columns of C per block", join = "x" },
+        { "bk", { 16, 32, 64 }, "BK: K per stage (64 or 128 bytes of each row)", join = "x" },
+        { "warps", { "2x2", "2x4", "4x2" }, "warps along M x along N; each owns BM / WM x BN / WN", tag = "wp" },
+        { "stages", { 3, 4 }, "K slices in shared memory, STAGES - 1 of them in flight (cp.async)", tag = "s" },
+        { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
+      },
+      derive = function(v, t)
+        local ty = TYPES[v.type]
+        v.type_id, v.ptx_type, v.es, v.ki = ty.id, ty.ptx, ty.es, ty.ki
+        v.wm, v.wn = v.warps:match("^(%d+)x(%d+)$")
+        v.wm, v.wn = tonumber(v.wm), tonumber(v.wn)
+        v.threads = 32 * v.wm * v.wn
+        v.wtm, v.wtn = v.bm // v.wm, v.bn // v.wn -- the warp tile
+        v.acc_regs = v.wtm * v.wtn // 32
+        v.smem_static = 0
+        v.smem_dynamic = v.stages * (v.bm + v.bn) * v.bk * v.es
+        v.cluster, v.min_cc, v.align = 1, 80, 1
+        -- Registers: the accumulators, the fragments of one k step, ~40 more.
+        local regs = v.acc_regs + v.wtm // 4 + v.wtn // 8 + 40
+        v.blocks_per_sm = math.max(1, math.min(t.smem_per_sm // v.smem_dynamic, t.regs_per_sm // (regs * v.threads),
+          t.max_threads_per_sm // v.threads))
+      end,
+      constraints = {
+        { "a slice row is 64 or 128 bytes: 4 or 8 16-byte chunks, the two XOR swizzles (and 2 mma K steps or 4)",
+          function(v) return v.bk * v.es == 64 or v.bk * v.es == 128 end },
+        { "warp tiles are whole m16 tiles and pairs of n8 tiles (one ldmatrix.x4 loads two n8 B fragments)",
+          function(v) return v.wtm % 16 == 0 and v.wtn % 16 == 0 end },
+        { "an MN-major tile row (BM or BN elements) spans the 8 chunks its swizzle permutes",
+          function(v) return v.bm * v.es >= 128 and v.bn * v.es >= 128 end },
+        { "each thread copies whole 16-byte chunks of both tiles",
+          function(v) return (v.bm * v.bk * v.es // 16) % v.threads == 0 and (v.bn * v.bk * v.es // 16) % v.threads == 0 end },
+        { "at most 128 accumulators per thread (a 64 x 64 warp tile): the fragments and addresses need the rest of 255",
+          function(v) return v.acc_regs <= 128 end },
+      },
+      prune = {
+        { "H100 (bench/reference/gemm_mma/README.md): 2x2 warps of 64x64 (128x128 blocks, the fastest mma at " ..
+          "4096^3) or of 32x32 (64x64 blocks, the fastest at 1024^3); 128x256 of 2x4 warps, 64x128 and " ..
+          "128-byte slice rows lost to them",
+          function(v) return v.warps == "2x2" and v.bm == v.bn and v.bm <= 128 and v.bk * v.es == 64 end },
+        { "H100 (bench/reference/gemm_mma/README.md): 3 stages for 16-bit 128x128 blocks (won 3 of 4 BF16 " ..
+          "op pairs at 4096^3, all at 1024^3), else 4 (TF32 128x128x16 s4 beat 128x128x32 s3)",
+          function(v) return v.stages == ((v.es == 2 and v.bm == 128) and 3 or 4) end },
       },
     },
     {

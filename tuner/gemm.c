@@ -313,7 +313,7 @@ static void unfit(const kt_variant *v, const kt_device_info *dev, const kt_probl
     snprintf(buf, len, "cannot run on this device");
   else if (strcmp(v->algo, "wgmma") == 0 && dev->cc != 90)
     snprintf(buf, len, "wgmma needs an sm_90 GPU");
-  else if (strcmp(v->algo, "wgmma") == 0)
+  else if (strcmp(v->algo, "simt") != 0)
     snprintf(buf, len, "serves another input type than %s", type);
   else
     snprintf(buf, len, "the CUDA-core fallback is not timed where tensor-core variants serve %s", type);

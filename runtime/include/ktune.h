@@ -160,8 +160,9 @@ typedef struct kt_matmul_desc {
 
 /* The product a kt_matmul_desc describes.  KT_F32 with op N, N is exactly
  * kt_matmul (per batch entry); the other types run on tensor cores where
- * the GPU has them (Hopper: wgmma) and on the CUDA cores otherwise; every
- * type, op, leading dimension, alignment and batch is served.  Bad
+ * the GPU has them (sm_80 on: mma.sync; Hopper: also wgmma) and on the CUDA
+ * cores otherwise; every type, op, leading dimension, alignment and batch
+ * is served.  Bad
  * arguments are refused before anything is launched (KT_ERR_BAD_TYPE,
  * _BAD_SIZE, _BAD_LD, _BAD_STRIDE, _MISALIGNED, _OVERFLOW, ...).  The call
  * may take scratch for repacked operands from the device's memory pool,
