@@ -21,8 +21,8 @@ return {
 
   -- Untuned calls use the first of these that serves the call (the input
   -- type decides); the last, on the CUDA cores, serves every input anywhere.
-  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8", "gemm_wgmma_f16_128x256_wg2_s4_g8",
-               "gemm_wgmma_tf32_128x256_wg2_s4_g8", "gemm_simt_bs16" },
+  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k4", "gemm_wgmma_f16_128x256_wg2_s4_g8_o1_k4",
+               "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k4", "gemm_simt_bs16" },
 
   kernels = {
     {
@@ -33,11 +33,15 @@ return {
         "TF32 MN-major operands are repacked K-major first",
       params = {
         { "type", { "bf16", "f16", "tf32" }, "input type; FP32 accumulation", tag = "" },
-        { "bm", { 128 }, "BM: rows of C per block", tag = "" },
+        { "bm", { 64, 128 }, "BM: rows of C per block", tag = "" },
         { "bn", { 128, 256 }, "BN: columns of C per block (wgmma's N)", join = "x" },
-        { "wg", { 2 }, "consumer warpgroups; each owns BM / wg rows", tag = "wg" },
-        { "stages", { 4, 6 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
+        { "wg", { 1, 2 }, "consumer warpgroups; each owns BM / wg rows", tag = "wg" },
+        { "stages", { 3, 4, 5, 6 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
+        { "occ", { 1, 2 }, "blocks per SM: 2 overlaps one block's prologue and epilogue with the other's loop",
+          tag = "o" },
+        { "split", { 1, 4 }, "most chunks K is split into where the tiles fill less than half a wave " ..
+          "(deterministic workspace reduction)", tag = "k" },
       },
       derive = function(v, t)
         local ty = TYPES[v.type]
@@ -45,26 +49,55 @@ return {
         v.bk = 128 // v.es -- one 128-byte swizzle row of K per slice row
         v.threads = 128 * (v.wg + 1)
         v.stage_bytes = (v.bm + v.bn) * v.bk * v.es
-        v.smem_static = 0
+        v.smem_static = 16 -- the split-K reduction's flag
         v.smem_dynamic = v.stages * v.stage_bytes + 2 * v.stages * 8 + 1024 -- + barriers, + alignment slack
-        -- setmaxnreg: the producer gives registers to the consumers, whose
-        -- accumulators take (BM / wg) * BN / 128 per thread.
+        -- The stages that fit beside the other blocks of the SM (1 KB of
+        -- each block's share is the system's), at most 6.
+        v.fit_stages = math.min(6, (t.smem_per_sm // v.occ - 1024 - v.smem_static - 1024 - 16 * 6) // v.stage_bytes)
+        -- Registers per thread of one block's share of the SM.  With two
+        -- consumers, setmaxnreg moves registers from the producer (which
+        -- needs few) to the consumers, whose accumulators take
+        -- (BM / wg) * BN / 128 per thread; with one, every thread has
+        -- enough without it.
+        -- ptxas compiles the whole kernel within the launch bounds' count
+        -- (regs_launch), whatever setmaxnreg gives the consumers later.
+        local share = t.regs_per_sm // v.occ
+        v.setmaxnreg = v.wg > 1
         v.regs_producer = 40
-        v.regs_consumer = math.min(240, ((t.regs_per_sm // 128 - v.regs_producer) // v.wg) // 8 * 8)
+        v.regs_launch = math.min(255, share // v.threads // 8 * 8)
+        if v.setmaxnreg then
+          v.regs_consumer = math.min(240, ((share // 128 - v.regs_producer) // v.wg) // 8 * 8)
+        else
+          v.regs_consumer = v.regs_launch
+        end
         v.acc_regs = (v.bm // v.wg) * v.bn // 128
-        v.cluster, v.min_cc, v.align, v.blocks_per_sm = 1, 90, 1, 1
+        v.cluster, v.min_cc, v.align, v.blocks_per_sm = 1, 90, 1, v.occ
       end,
       constraints = {
         -- A per-architecture build must drop these variants on any other
         -- target: sm_90a code runs on sm_90 alone, and there is no PTX to JIT.
         { "wgmma, TMA and setmaxnreg exist only as sm_90a machine code (no PTX runs elsewhere)",
           function(v, t) return t.arch == "sm_90a" or t.cc == 90 end },
-        { "a deeper pipeline only where the tile leaves shared memory for it (BN 128 takes 6 stages, BN 256 4)",
-          function(v) return v.stages == (v.bn == 128 and 6 or 4) end },
+        { "as many stages as fit the block's share of shared memory (at most 6)",
+          function(v) return v.stages == v.fit_stages end },
+        { "the OCC blocks' shared memory fits one SM",
+          function(v, t) return v.occ * (v.smem_static + v.smem_dynamic + 1024) <= t.smem_per_sm end },
         { "each consumer owns whole m64 tiles", function(v) return (v.bm // v.wg) % 64 == 0 end },
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
         { "the accumulators leave a consumer 40 registers for addresses and the epilogue",
-          function(v) return v.acc_regs + 40 <= v.regs_consumer end },
+          function(v) return v.acc_regs + 40 <= math.min(v.regs_consumer, v.regs_launch) end },
+      },
+      -- What cannot win, or is not yet measured to: the tune budget (make
+      -- tune within 5 minutes on an H100) keeps few variants per type.
+      prune = {
+        { "one m64 tile per consumer warpgroup (BM 64 with one, 128 with two)",
+          function(v) return v.bm // v.wg == 64 end },
+        { "BN 256 with BM 128 only (a 64x256 block is 128x128's work with half the consumers)",
+          function(v) return v.bn == 128 or v.bm == 128 end },
+        { "two blocks per SM not for 128x256 blocks (their shares would keep 2 stages)",
+          function(v) return v.occ == 1 or v.bn == 128 end },
+        { "K split in 128x256 and 64x128 blocks (the big-tile default for small problems, and the smallest tile)",
+          function(v) return v.split == 1 or (v.bm == 128 and v.bn == 256) or v.bm == 64 end },
       },
     },
     {
