@@ -96,8 +96,8 @@ return {
           function(v) return v.bn == 128 or v.bm == 128 end },
         { "two blocks per SM not for 128x256 blocks (their shares would keep 2 stages)",
           function(v) return v.occ == 1 or v.bn == 128 end },
-        { "K split in 128x256 and 64x128 blocks (the big-tile default for small problems, and the smallest tile)",
-          function(v) return v.split == 1 or (v.bm == 128 and v.bn == 256) or v.bm == 64 end },
+        { "K split in 128x256 blocks only: the smaller tiles fill the GPU without it at the suite's shapes",
+          function(v) return v.split == 1 or (v.bm == 128 and v.bn == 256) end },
       },
     },
     {

@@ -271,21 +271,29 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
     if (gridDim.z > 1) {
       /*
        * Split K: this block's partial sums go to slot blockIdx.z of the
-       * tile's workspace, in register order (thread t's register r of m64
-       * tile (c, mi) at [((c * MI + mi) * NREG + r) * 128 + t], so the
-       * stores coalesce).  Each thread's fence makes its stores visible
+       * tile's workspace, four registers at a time in register order
+       * (thread t's registers 4v..4v+3 of m64 tile (c, mi) at float4
+       * [((c * MI + mi) * NREG / 4 + v) * 128 + t], so a warp's stores are
+       * 512 contiguous bytes).  Each thread's fence makes its stores visible
        * before the count; the block that brings the count to gridDim.z
-       * sums every slot in chunk order.  It resets the counter.
+       * sums every slot in chunk order and resets the counter.  Its own
+       * slot it reads back too: d is dead past the stores, which leaves the
+       * registers to loads in flight.  The loop over slots is unrolled to
+       * SPLIT with the absent ones predicated off, so that the loads of
+       * many registers and slots are issued before the first sum waits;
+       * a loop that waited for each load in turn took 100 us at 1000^3.
        */
       const int splits = gridDim.z;
       const long long tile = ((long long)blockIdx.y * gridDim.x + blockIdx.x);
-      float *slots = ws + tile * splits * (BM * BN);
-      float *mine = slots + (long long)blockIdx.z * (BM * BN);
+      float4 *slots = (float4 *)(ws + tile * splits * (BM * BN));
+      constexpr int V = NREG / 4, SLOT = BM * BN / 4; // float4s per thread and m64 tile, per slot
+      float4 *mine = slots + (long long)blockIdx.z * SLOT;
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int j = 0; j < NREG; ++j)
-          __stcg(mine + ((c * MI + mi) * NREG + j) * 128 + t, d[mi][j]);
+        for (int v = 0; v < V; ++v)
+          __stcg(mine + ((c * MI + mi) * V + v) * 128 + t,
+                 make_float4(d[mi][4 * v], d[mi][4 * v + 1], d[mi][4 * v + 2], d[mi][4 * v + 3]));
       __threadfence();
       consumers_sync();
       __shared__ unsigned last;
@@ -301,14 +309,16 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int j = 0; j < NREG; ++j) {
-          // Its own slot too, read back: d is dead past the stores above,
-          // which leaves the registers to the sums.
-          const float *p = slots + ((c * MI + mi) * NREG + j) * 128 + t;
-          float sum = __ldcg(p);
-          for (int s = 1; s < splits; ++s)
-            sum += __ldcg(p + (long long)s * (BM * BN));
-          d[mi][j] = sum;
+        for (int v = 0; v < V; ++v) {
+          const float4 *p = slots + ((c * MI + mi) * V + v) * 128 + t;
+          float4 sum = __ldcg(p);
+#pragma unroll
+          for (int s = 1; s < SPLIT; ++s)
+            if (s < splits) {
+              const float4 x = __ldcg(p + (long long)s * SLOT);
+              sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+            }
+          d[mi][4 * v] = sum.x, d[mi][4 * v + 1] = sum.y, d[mi][4 * v + 2] = sum.z, d[mi][4 * v + 3] = sum.w;
         }
     }
 
