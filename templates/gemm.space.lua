@@ -7,6 +7,11 @@
 -- Each kernel lists { parameter, {values}, "meaning", tag = "t" } (tags:
 -- generator/tags.lua); constraints drop what cannot be built, each with
 -- the reason `make generate --explain` prints.
+-- A prune reason: what an H100 measured (issue 15).
+local function H100(reason)
+  return "H100 (bench/reference/gemm_tiles/README.md): " .. reason
+end
+
 local TYPES = {
   -- ptx: wgmma's operand type; tma: the tensor map's element type;
   -- es: bytes per element; ki: K of one wgmma instruction (32 bytes).
@@ -21,8 +26,8 @@ return {
 
   -- Untuned calls use the first of these that serves the call (the input
   -- type decides); the last, on the CUDA cores, serves every input anywhere.
-  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k4", "gemm_wgmma_f16_128x256_wg2_s4_g8_o1_k4",
-               "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k4", "gemm_simt_bs16" },
+  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k1", "gemm_wgmma_f16_128x256_wg2_s4_g8_o1_k1",
+               "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1", "gemm_simt_bs16" },
 
   kernels = {
     {
@@ -82,22 +87,25 @@ return {
           function(v) return v.stages == v.fit_stages end },
         { "the OCC blocks' shared memory fits one SM",
           function(v, t) return v.occ * (v.smem_static + v.smem_dynamic + 1024) <= t.smem_per_sm end },
-        { "each consumer owns whole m64 tiles", function(v) return (v.bm // v.wg) % 64 == 0 end },
+        { "each consumer owns one m64 tile (BM 64 with one consumer, 128 with two): the shape the epilogue " ..
+          "and the register split are laid out for", function(v) return v.bm // v.wg == 64 end },
+        { "BN 256 with BM 128 only: a 64x256 block's one consumer would hold 128 accumulators beside a " ..
+          "producer with nothing to give (no setmaxnreg with one consumer)", function(v) return v.bn == 128 or v.bm == 128 end },
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
         { "the accumulators leave a consumer 40 registers for addresses and the epilogue",
           function(v) return v.acc_regs + 40 <= math.min(v.regs_consumer, v.regs_launch) end },
       },
-      -- What cannot win, or is not yet measured to: the tune budget (make
-      -- tune within 5 minutes on an H100) keeps few variants per type.
+      -- What cannot win.  Measured on an H100 (issue 15; ktune tune at 1000^3,
+      -- 1024^3, 4096x4096x256, 4096^3 and 8192x128x8192, bf16, f16 and tf32
+      -- nn): 128x256 won the large shapes, 128x128 and 64x128 (one block
+      -- per SM, 6 stages) the small ones and 8192x128x8192; the rest lost.
       prune = {
-        { "one m64 tile per consumer warpgroup (BM 64 with one, 128 with two)",
-          function(v) return v.bm // v.wg == 64 end },
-        { "BN 256 with BM 128 only (a 64x256 block is 128x128's work with half the consumers)",
-          function(v) return v.bn == 128 or v.bm == 128 end },
-        { "two blocks per SM not for 128x256 blocks (their shares would keep 2 stages)",
-          function(v) return v.occ == 1 or v.bn == 128 end },
-        { "K split in 128x256 blocks only: the smaller tiles fill the GPU without it at the suite's shapes",
-          function(v) return v.split == 1 or (v.bm == 128 and v.bn == 256) end },
+        { H100("two blocks per SM: 64x128 with 4 stages each lost to one block with 6 at every shape " ..
+          "(4096x4096x256 bf16 46.3 us against 128x256's 41.5; 1024^3 11.6 against 10.5)"),
+          function(v) return v.occ == 1 end },
+        { H100("split K: 128x256 split 4 ways took 24.7 us at 1000^3 bf16 against 17.0 unsplit and 12.6 for " ..
+          "128x128; split 2 ways 78.7 us at 8192x128x8192 against 63.1 for 64x128 unsplit"),
+          function(v) return v.split == 1 end },
       },
     },
     {
