@@ -17,7 +17,9 @@
  * nearest its M x N x K (least sum of squared log-ratios; another op pair
  * of the type, then another type, only when its own was not tuned), and
  * within its ranking the fastest variant that serves the call's type;
- * else the defaults.
+ * else the defaults.  Where the call is not the tuned problem itself, the
+ * ranking is first re-ordered by a cost model (below) that scales each
+ * variant's tuned time by how its tiles fill the GPU at either shape.
  */
 #include <limits.h>
 #include <math.h>
@@ -127,6 +129,11 @@ const kt_family_ops kt_gemm_ops = {
 
 /* ---- the selection rule ------------------------------------------------- */
 
+static int elem_bytes_of(int type)
+{
+  return type == KT_BF16 || type == KT_F16 ? 2 : 4;
+}
+
 const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long N, long long K, long long layout)
 {
   const double lm = log((double)M), ln = log((double)N), lk = log((double)K);
@@ -149,6 +156,72 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
   return best;
 }
 
+/*
+ * The cost model.  A tensor-core variant's time goes with its waves of
+ * blocks (tiles x batch x chunks of K, OCC blocks per SM sharing it) times
+ * the time of one block: its k slices plus a fixed cost of about FILL
+ * slices (pipeline fill, epilogue), times its tile's area over OCC.  At an
+ * untuned shape a variant is expected to take its time at the nearest tuned
+ * problem scaled by its cost at the call over its cost there; this puts
+ * small tiles and split K first where big tiles would leave SMs idle, and
+ * keeps the measured order where both shapes fill the GPU alike.
+ */
+#define FILL 3.0
+
+static int param_int(const kt_variant *v, const char *key)
+{
+  for (int i = 0; i < v->nparams; ++i)
+    if (strcmp(v->params[i].key, key) == 0)
+      return atoi(v->params[i].value);
+  return 0;
+}
+
+/* The model's cost of v on M x N x K x batch of `type`, or 0 where v has
+ * no such model (the CUDA-core fallback). */
+static double cost(const kt_variant *v, const kt_device_info *d, int type, long long M, long long N, long long K,
+                   long long batch)
+{
+  const int bm = param_int(v, "bm"), bn = param_int(v, "bn"), occ = param_int(v, "occ"), split = param_int(v, "split");
+  if (bm <= 0 || bn <= 0 || occ <= 0 || d->sm_count <= 0)
+    return 0;
+  const long long bk = 128 / elem_bytes_of(type);
+  const long long blocks = (M + bm - 1) / bm * ((N + bn - 1) / bn) * batch;
+  const long long ktiles = (K + bk - 1) / bk;
+  const int splits = kt_gemm_splits(blocks, ktiles > INT_MAX ? INT_MAX : (int)ktiles, d->sm_count, occ, split);
+  const long long slots = (long long)d->sm_count * occ;
+  const double waves = (double)((blocks * splits + slots - 1) / slots);
+  const double per_block = (double)((ktiles + splits - 1) / splits) + FILL + (splits > 1 ? 1.0 : 0.0);
+  return waves * per_block * bm * bn / occ;
+}
+
+/* t, its ranking re-ordered by the model's estimate at the call, into out;
+ * variants without a model, or with no time, keep their place after those
+ * with one.  Returns out, or t where the call is t's problem. */
+static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const kt_matmul_desc *x, kt_tuned *out)
+{
+  if (!t || (t->problem.m == x->M && t->problem.n == x->N && t->problem.k == x->K && x->batch == 1))
+    return t;
+  *out = *t;
+  double est[KT_MAX_RANKED];
+  const int type = (int)(t->problem.dim[3] / 4);
+  for (int i = 0; i < t->count; ++i) {
+    const double at = cost(t->ranked[i], d, type, t->problem.m, t->problem.n, t->problem.k, 1);
+    const double here = cost(t->ranked[i], d, (int)x->type, x->M, x->N, x->K, x->batch);
+    est[i] = at > 0 && here > 0 && t->ms[i] > 0 ? t->ms[i] * here / at : INFINITY;
+  }
+  /* Insertion sort, stable: equal estimates keep the measured order. */
+  for (int i = 1; i < out->count; ++i)
+    for (int j = i; j > 0 && est[j] < est[j - 1]; --j) {
+      const double e = est[j];
+      est[j] = est[j - 1], est[j - 1] = e;
+      const kt_variant *v = out->ranked[j];
+      out->ranked[j] = out->ranked[j - 1], out->ranked[j - 1] = v;
+      const double ms = out->ms[j];
+      out->ms[j] = out->ms[j - 1], out->ms[j - 1] = ms;
+    }
+  return out;
+}
+
 static int serves_call(const kt_variant *v, const kt_device_info *d, const void *call)
 {
   return kt_gemm_serves(v, d, *(const int *)call);
@@ -166,15 +239,12 @@ static const kt_variant *choose(const kt_context *c, const kt_matmul_desc *x, kt
   p.m = x->M, p.n = x->N, p.k = x->K, p.dim[3] = layout;
   kt_context_miss(c, t, &p); /* unless t is this very problem */
   const int type = (int)x->type;
-  return kt_dispatch_choose(kt_context_device(c), KT_FAMILY_GEMM, t, serves_call, &type, out);
+  kt_tuned reranked;
+  const kt_device_info *d = kt_context_device(c);
+  return kt_dispatch_choose(d, KT_FAMILY_GEMM, rerank(t, d, x, &reranked), serves_call, &type, out);
 }
 
 /* ---- argument checks ----------------------------------------------------- */
-
-static int elem_bytes(kt_dtype t)
-{
-  return t == KT_BF16 || t == KT_F16 ? 2 : 4;
-}
 
 /* Elements an operand of rows x cols (row stride ld) spans over the batch,
  * into *out; KT_ERR_OVERFLOW when that or its bytes do not fit int64. */
@@ -211,7 +281,7 @@ static int check(const kt_matmul_desc *x)
    * last element of entry b. */
   if (x->batch > 1 && x->stride_c < (x->M - 1) * x->ldc + x->N)
     return KT_ERR_BAD_STRIDE;
-  const int es = elem_bytes(x->type);
+  const int es = elem_bytes_of((int)x->type);
   int64_t e;
   int rc = span(ar, ac, x->lda, x->batch, x->stride_a, es, &e);
   if (rc == KT_OK)

@@ -117,6 +117,27 @@ typedef struct kt_gemm_args {
   void *pool;   /* cudaMemPool_t for scratch (operands repacked for TMA); NULL = the device's default */
 } kt_gemm_args;
 
+/* Into how many chunks a gemm kernel that may split K `split` ways splits
+ * it (1: not at all), for `blocks` tiles (times the batch) of `ktiles` k
+ * slices, `occ` blocks per SM: only where the blocks fall short of half a
+ * wave, so that the chunks fill it, and each chunk keeps at least 4 k
+ * slices to pipeline; then as evenly as whole slices allow, no chunk empty.
+ * The launchers and dispatch's cost model (runtime/gemm.c) both use it. */
+static inline int kt_gemm_splits(long long blocks, int ktiles, int sm_count, int occ, int split)
+{
+  if (split <= 1 || blocks < 1 || blocks * 2 > (long long)sm_count * occ)
+    return 1;
+  long long s = (long long)sm_count * occ / blocks;
+  if (s > split)
+    s = split;
+  if (s > ktiles / 4)
+    s = ktiles / 4;
+  if (s < 1)
+    return 1;
+  const long long per = (ktiles + s - 1) / s;
+  return (int)((ktiles + per - 1) / per);
+}
+
 typedef int (*kt_launch_fn)(const void *args, cudaStream_t stream);
 
 typedef struct kt_param {

@@ -7,6 +7,11 @@
 -- Each kernel lists { parameter, {values}, "meaning", tag = "t" } (tags:
 -- generator/tags.lua); constraints drop what cannot be built, each with
 -- the reason `make generate --explain` prints.
+-- A prune reason: what an H100 measured (issue 15).
+local function H100(reason)
+  return "H100 (bench/reference/gemm_tiles/README.md): " .. reason
+end
+
 local TYPES = {
   -- ptx: wgmma's operand type; tma: the tensor map's element type;
   -- es: bytes per element; ki: K of one wgmma instruction (32 bytes).
@@ -21,8 +26,8 @@ return {
 
   -- Untuned calls use the first of these that serves the call (the input
   -- type decides); the last, on the CUDA cores, serves every input anywhere.
-  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8", "gemm_wgmma_f16_128x256_wg2_s4_g8",
-               "gemm_wgmma_tf32_128x256_wg2_s4_g8",
+  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k1", "gemm_wgmma_f16_128x256_wg2_s4_g8_o1_k1",
+               "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1",
                -- before sm_90: mma.sync
                "gemm_mma_bf16_128x128x32_wp2x2_s3_g8", "gemm_mma_f16_128x128x32_wp2x2_s3_g8",
                "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_bs16" },
@@ -36,11 +41,15 @@ return {
         "TF32 MN-major operands are repacked K-major first",
       params = {
         { "type", { "bf16", "f16", "tf32" }, "input type; FP32 accumulation", tag = "" },
-        { "bm", { 128 }, "BM: rows of C per block", tag = "" },
+        { "bm", { 64, 128 }, "BM: rows of C per block", tag = "" },
         { "bn", { 128, 256 }, "BN: columns of C per block (wgmma's N)", join = "x" },
-        { "wg", { 2 }, "consumer warpgroups; each owns BM / wg rows", tag = "wg" },
-        { "stages", { 4, 6 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
+        { "wg", { 1, 2 }, "consumer warpgroups; each owns BM / wg rows", tag = "wg" },
+        { "stages", { 3, 4, 5, 6 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
+        { "occ", { 1, 2 }, "blocks per SM: 2 overlaps one block's prologue and epilogue with the other's loop",
+          tag = "o" },
+        { "split", { 1, 4 }, "most chunks K is split into where the tiles fill less than half a wave " ..
+          "(deterministic workspace reduction)", tag = "k" },
       },
       derive = function(v, t)
         local ty = TYPES[v.type]
@@ -48,26 +57,58 @@ return {
         v.bk = 128 // v.es -- one 128-byte swizzle row of K per slice row
         v.threads = 128 * (v.wg + 1)
         v.stage_bytes = (v.bm + v.bn) * v.bk * v.es
-        v.smem_static = 0
+        v.smem_static = 16 -- the split-K reduction's flag
         v.smem_dynamic = v.stages * v.stage_bytes + 2 * v.stages * 8 + 1024 -- + barriers, + alignment slack
-        -- setmaxnreg: the producer gives registers to the consumers, whose
-        -- accumulators take (BM / wg) * BN / 128 per thread.
+        -- The stages that fit beside the other blocks of the SM (1 KB of
+        -- each block's share is the system's), at most 6.
+        v.fit_stages = math.min(6, (t.smem_per_sm // v.occ - 1024 - v.smem_static - 1024 - 16 * 6) // v.stage_bytes)
+        -- Registers per thread of one block's share of the SM.  With two
+        -- consumers, setmaxnreg moves registers from the producer (which
+        -- needs few) to the consumers, whose accumulators take
+        -- (BM / wg) * BN / 128 per thread; with one, every thread has
+        -- enough without it.
+        -- ptxas compiles the whole kernel within the launch bounds' count
+        -- (regs_launch), whatever setmaxnreg gives the consumers later.
+        local share = t.regs_per_sm // v.occ
+        v.setmaxnreg = v.wg > 1
         v.regs_producer = 40
-        v.regs_consumer = math.min(240, ((t.regs_per_sm // 128 - v.regs_producer) // v.wg) // 8 * 8)
+        v.regs_launch = math.min(255, share // v.threads // 8 * 8)
+        if v.setmaxnreg then
+          v.regs_consumer = math.min(240, ((share // 128 - v.regs_producer) // v.wg) // 8 * 8)
+        else
+          v.regs_consumer = v.regs_launch
+        end
         v.acc_regs = (v.bm // v.wg) * v.bn // 128
-        v.cluster, v.min_cc, v.align, v.blocks_per_sm = 1, 90, 1, 1
+        v.cluster, v.min_cc, v.align, v.blocks_per_sm = 1, 90, 1, v.occ
       end,
       constraints = {
         -- A per-architecture build must drop these variants on any other
         -- target: sm_90a code runs on sm_90 alone, and there is no PTX to JIT.
         { "wgmma, TMA and setmaxnreg exist only as sm_90a machine code (no PTX runs elsewhere)",
           function(v, t) return t.arch == "sm_90a" or t.cc == 90 end },
-        { "a deeper pipeline only where the tile leaves shared memory for it (BN 128 takes 6 stages, BN 256 4)",
-          function(v) return v.stages == (v.bn == 128 and 6 or 4) end },
-        { "each consumer owns whole m64 tiles", function(v) return (v.bm // v.wg) % 64 == 0 end },
+        { "as many stages as fit the block's share of shared memory (at most 6)",
+          function(v) return v.stages == v.fit_stages end },
+        { "the OCC blocks' shared memory fits one SM",
+          function(v, t) return v.occ * (v.smem_static + v.smem_dynamic + 1024) <= t.smem_per_sm end },
+        { "each consumer owns one m64 tile (BM 64 with one consumer, 128 with two): the shape the epilogue " ..
+          "and the register split are laid out for", function(v) return v.bm // v.wg == 64 end },
+        { "BN 256 with BM 128 only: a 64x256 block's one consumer would hold 128 accumulators beside a " ..
+          "producer with nothing to give (no setmaxnreg with one consumer)", function(v) return v.bn == 128 or v.bm == 128 end },
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
         { "the accumulators leave a consumer 40 registers for addresses and the epilogue",
-          function(v) return v.acc_regs + 40 <= v.regs_consumer end },
+          function(v) return v.acc_regs + 40 <= math.min(v.regs_consumer, v.regs_launch) end },
+      },
+      -- What cannot win.  Measured on an H100 (issue 15; ktune tune at 1000^3,
+      -- 1024^3, 4096x4096x256, 4096^3 and 8192x128x8192, bf16, f16 and tf32
+      -- nn): 128x256 won the large shapes, 128x128 and 64x128 (one block
+      -- per SM, 6 stages) the small ones and 8192x128x8192; the rest lost.
+      prune = {
+        { H100("two blocks per SM: 64x128 with 4 stages each lost to one block with 6 at every shape " ..
+          "(4096x4096x256 bf16 46.3 us against 128x256's 41.5; 1024^3 11.6 against 10.5)"),
+          function(v) return v.occ == 1 end },
+        { H100("split K: 128x256 split 4 ways took 24.7 us at 1000^3 bf16 against 17.0 unsplit and 12.6 for " ..
+          "128x128; split 2 ways 78.7 us at 8192x128x8192 against 63.1 for 64x128 unsplit"),
+          function(v) return v.split == 1 end },
       },
     },
     {

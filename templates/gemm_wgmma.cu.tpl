@@ -33,6 +33,14 @@
  * no code: TMA fills what lies outside the tensor with zeros, which add
  * nothing, and the epilogue stores only inside C.
  *
+ * Split K.  Where the tiles (times the batch) leave SMs idle, the launcher
+ * splits K into up to SPLIT chunks (gridDim.z), each block summing its
+ * chunk's k slices.  The reduction is deterministic: every block of a tile
+ * writes its partial sums to a workspace slot of its own and counts itself
+ * in on the tile's counter; the block that comes last adds the slots in
+ * chunk order 0, 1, ... (its own from registers) and runs the epilogue, so
+ * the result does not depend on which block finished when.
+ *
  * Shared memory: rows of 128 bytes, written by TMA with the 128-byte
  * swizzle that wgmma's descriptors name, so that the tensor cores read
  * them without bank conflicts.  K-major, a row is the BK elements of one
@@ -45,6 +53,8 @@ constexpr int BM = $(bm), BN = $(bn), BK = $(bk); // block tile; BK elements = 1
 constexpr int WG = $(wg);                          // consumer warpgroups
 constexpr int STAGES = $(stages);
 constexpr int GROUP = $(group);                    // tile rows per band of the launch order
+constexpr int OCC = $(occ);                        // blocks per SM (launch bounds, shared memory, registers)
+constexpr int SPLIT = $(split);                    // most chunks K is split into (1: never)
 constexpr int RM = BM / WG;                        // rows of the tile per consumer
 constexpr int MI = RM / 64;                        // m64 wgmmas per consumer and k step
 constexpr int KI = $(ki);                          // K of one wgmma instruction
@@ -164,10 +174,17 @@ template <int N> static __device__ __forceinline__ void wgmma_wait()
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
+// The consumers alone (not the producer) meet at named barrier 1.
+static __device__ __forceinline__ void consumers_sync()
+{
+  asm volatile("bar.sync 1, %0;" ::"n"(128 * WG) : "memory");
+}
+
 template <int TA, int TB>
-__global__ void __launch_bounds__(THREADS, 1)
+__global__ void __launch_bounds__(THREADS, OCC)
 $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, float *__restrict__ C,
-        long long ldc, long long stride_c, int M, int N, int K, float alpha, float beta, int batch0)
+        long long ldc, long long stride_c, int M, int N, int K, float alpha, float beta, int batch0, int kper,
+        float *ws, unsigned *counters)
 {
   extern __shared__ unsigned char smem_raw[];
   // The swizzle needs 1024-byte aligned tiles; the launcher adds 1024 bytes.
@@ -186,7 +203,9 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
   const int tile_m = first_m + (blockIdx.x % per_band) % rows_in_band;
   const int tile_n = (blockIdx.x % per_band) / rows_in_band;
   const int b = batch0 + blockIdx.y;
-  const int ktiles = (K + BK - 1) / BK;
+  // This block's k slices: chunk blockIdx.z of gridDim.z, kper slices each.
+  const int kfirst = blockIdx.z * kper, klast = min((K + BK - 1) / BK, kfirst + kper);
+  const int ktiles = klast - kfirst;
 
   const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
   if (threadIdx.x == 0) {
@@ -201,7 +220,9 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
   if (wg == 0) {
     // Producer.  Stage s is refilled for the n-th time once `empty` has
     // completed n times: parity (n - 1) & 1.
+@ if setmaxnreg then
     asm volatile("setmaxnreg.dec.sync.aligned.u32 $(regs_producer);");
+@ end
     if (t == 0) {
       for (int kt = 0; kt < ktiles; ++kt) {
         const int s = kt % STAGES, n = kt / STAGES;
@@ -209,12 +230,14 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
           mbar_wait(empty(s), (n - 1) & 1);
         mbar_expect_tx(full(s), STAGE_BYTES);
         const unsigned a = tiles + s * STAGE_BYTES;
-        tma_slice<TA, BM>(a, &map_a, kt, tile_m * BM, b, full(s));
-        tma_slice<TB, BN>(a + A_BYTES, &map_b, kt, tile_n * BN, b, full(s));
+        tma_slice<TA, BM>(a, &map_a, kfirst + kt, tile_m * BM, b, full(s));
+        tma_slice<TB, BN>(a + A_BYTES, &map_b, kfirst + kt, tile_n * BN, b, full(s));
       }
     }
   } else {
+@ if setmaxnreg then
     asm volatile("setmaxnreg.inc.sync.aligned.u32 $(regs_consumer);");
+@ end
     const int c = wg - 1; // this consumer's rows: c * RM ... + RM
     float d[MI][NREG];
 #pragma unroll
@@ -244,6 +267,60 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
         mbar_arrive(empty((kt - 1) % STAGES));
     }
     wgmma_wait<0>();
+
+    if (gridDim.z > 1) {
+      /*
+       * Split K: this block's partial sums go to slot blockIdx.z of the
+       * tile's workspace, four registers at a time in register order
+       * (thread t's registers 4v..4v+3 of m64 tile (c, mi) at float4
+       * [((c * MI + mi) * NREG / 4 + v) * 128 + t], so a warp's stores are
+       * 512 contiguous bytes).  Each thread's fence makes its stores visible
+       * before the count; the block that brings the count to gridDim.z
+       * sums every slot in chunk order and resets the counter.  Its own
+       * slot it reads back too: d is dead past the stores, which leaves the
+       * registers to loads in flight.  The loop over slots is unrolled to
+       * SPLIT with the absent ones predicated off, so that the loads of
+       * many registers and slots are issued before the first sum waits;
+       * a loop that waited for each load in turn took 100 us at 1000^3.
+       */
+      const int splits = gridDim.z;
+      const long long tile = ((long long)blockIdx.y * gridDim.x + blockIdx.x);
+      float4 *slots = (float4 *)(ws + tile * splits * (BM * BN));
+      constexpr int V = NREG / 4, SLOT = BM * BN / 4; // float4s per thread and m64 tile, per slot
+      float4 *mine = slots + (long long)blockIdx.z * SLOT;
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int v = 0; v < V; ++v)
+          __stcg(mine + ((c * MI + mi) * V + v) * 128 + t,
+                 make_float4(d[mi][4 * v], d[mi][4 * v + 1], d[mi][4 * v + 2], d[mi][4 * v + 3]));
+      __threadfence();
+      consumers_sync();
+      __shared__ unsigned last;
+      if (threadIdx.x == 128) {
+        last = atomicAdd(&counters[tile], 1u) == (unsigned)(splits - 1);
+        if (last)
+          counters[tile] = 0;
+      }
+      consumers_sync();
+      if (!last)
+        return;
+      __threadfence();
+#pragma unroll
+      for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int v = 0; v < V; ++v) {
+          const float4 *p = slots + ((c * MI + mi) * V + v) * 128 + t;
+          float4 sum = __ldcg(p);
+#pragma unroll
+          for (int s = 1; s < SPLIT; ++s)
+            if (s < splits) {
+              const float4 x = __ldcg(p + (long long)s * SLOT);
+              sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+            }
+          d[mi][4 * v] = sum.x, d[mi][4 * v + 1] = sum.y, d[mi][4 * v + 2] = sum.z, d[mi][4 * v + 3] = sum.w;
+        }
+    }
 
     /*
      * Epilogue, straight from the accumulators.  In an m64nBN tile, thread t
@@ -337,7 +414,8 @@ static bool direct(const void *p, int kmajor, long long ld, long long stride, in
 }
 
 // The kernel for each layout pair (TA, TB), and its per-device setup.
-typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, float *, long long, long long, int, int, int, float, float, int);
+typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, float *, long long, long long, int, int, int, float, float, int,
+                          int, float *, unsigned *);
 @ if es == 2 then
 static const kernel_fn kernels[4] = {$(name)<0, 0>, $(name)<0, 1>, $(name)<1, 0>, $(name)<1, 1>};
 @ else
@@ -357,22 +435,37 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   const bool da = direct(a->A, kma, a->lda, a->stride_a, a->batch), db = direct(a->B, kmb, a->ldb, a->stride_b, a->batch);
   const int ta = da && !kma, tb = db && !kmb; // read MN-major in place
   const kernel_fn kernel = kernels[2 * ta + tb];
+
+  const long long tiles = (long long)((a->M + BM - 1) / BM) * ((a->N + BN - 1) / BN);
+  const int ktiles = (a->K + BK - 1) / BK;
+  const int splits = kt_gemm_splits(tiles * a->batch, ktiles, a->sm_count, OCC, SPLIT);
+  const int kper = (ktiles + splits - 1) / splits;
   const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
   cudaError_t err = kt_launch_prepare(&once[2 * ta + tb], (const void *)kernel, smem, 0, 0, NULL);
   if (err != cudaSuccess)
     return (int)err;
   const int kp = (a->K + 16 / ES - 1) / (16 / ES) * (16 / ES);
   const size_t bytes_a = da ? 0 : (size_t)a->batch * a->M * kp * ES, bytes_b = db ? 0 : (size_t)a->batch * a->N * kp * ES;
+  /* Split K: a slot of BM x BN partial sums per block, a counter per tile
+   * (zeroed here; the last block of a tile zeroes it again). */
+  const size_t packed = (bytes_a + bytes_b + 255) / 256 * 256;
+  const size_t bytes_ws = splits > 1 ? (size_t)tiles * a->batch * splits * BM * BN * 4 : 0;
+  const size_t bytes_cnt = splits > 1 ? (size_t)tiles * a->batch * 4 : 0;
+  const size_t total = packed + bytes_ws + bytes_cnt;
   void *scratch = NULL;
-  if (bytes_a + bytes_b > 0) {
-    err = a->pool ? cudaMallocFromPoolAsync(&scratch, bytes_a + bytes_b, (cudaMemPool_t)a->pool, stream)
-                  : cudaMallocAsync(&scratch, bytes_a + bytes_b, stream);
+  if (total > 0) {
+    err = a->pool ? cudaMallocFromPoolAsync(&scratch, total, (cudaMemPool_t)a->pool, stream)
+                  : cudaMallocAsync(&scratch, total, stream);
     if (err != cudaSuccess)
       return (int)err;
   }
+  float *ws = splits > 1 ? (float *)((char *)scratch + packed) : NULL;
+  unsigned *counters = splits > 1 ? (unsigned *)((char *)scratch + packed + bytes_ws) : NULL;
+  if (counters)
+    err = cudaMemsetAsync(counters, 0, bytes_cnt, stream);
   const void *A = a->A, *B = a->B;
   long long lda = a->lda, ldb = a->ldb, sa = a->stride_a, sb = a->stride_b;
-  if (!da) {
+  if (err == cudaSuccess && !da) {
     err = gemm_pack_launch(a->A, a->lda, a->stride_a, kma, a->M, a->K, kp, a->batch, TYPE, scratch, stream);
     A = scratch, lda = kp, sa = (long long)a->M * kp;
   }
@@ -387,17 +480,18 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (err == cudaSuccess)
     err = make_map(&map_b, B, tb, a->N, a->K, ldb, sb, a->batch, BN);
 
-  const long long tiles = (long long)((a->M + BM - 1) / BM) * ((a->N + BN - 1) / BN);
   if (err == cudaSuccess && tiles > 0x7fffffffLL)
     err = cudaErrorInvalidConfiguration;
   for (int b0 = 0; err == cudaSuccess && b0 < a->batch; b0 += 65535) {
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)tiles, (unsigned)(a->batch - b0 < 65535 ? a->batch - b0 : 65535));
+    // The chunks of K on z: no block waits for another, so any order runs.
+    cfg.gridDim = dim3((unsigned)tiles, (unsigned)(a->batch - b0 < 65535 ? a->batch - b0 : 65535), (unsigned)splits);
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, a->C, a->ldc, a->stride_c, a->M, a->N, a->K, a->alpha,
-                             a->beta, b0);
+                             a->beta, b0, kper, ws ? ws + (size_t)b0 * tiles * splits * BM * BN : NULL,
+                             counters ? counters + (size_t)b0 * tiles : NULL);
   }
   if (scratch) {
     const cudaError_t e = cudaFreeAsync(scratch, stream);

@@ -37,8 +37,10 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
       if (!variant_serves_type(v, type))
         continue;
       for (int ops = 0; ops < 4; ++ops) {
+        /* One op pair with a long K, which the variants that split K split. */
+        const int kmax = ops == 1 ? 1300 : 300;
         const kt_tune_gemm_case cs = {type, ops >> 1, ops & 1, 1 + (int)(kt_rng_next(&r) % 260),
-                                      1 + (int)(kt_rng_next(&r) % 260), 1 + (int)(kt_rng_next(&r) % 300),
+                                      1 + (int)(kt_rng_next(&r) % 260), 1 + (int)(kt_rng_next(&r) % kmax),
                                       1 + ops % 3, (int)(kt_rng_next(&r) % 9), ops ? 1.0f : -1.5f,
                                       ops % 2 ? 0.0f : 0.5f};
         kt_check c;
@@ -55,13 +57,16 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
 /* Sizes whose rows TMA can address (multiples of 8 elements, 16 bytes for
  * the 16-bit types) take the in-place paths: BF16 and FP16 read every op
  * pair MN- or K-major where it is; TF32 repacks MN-major operands.  Edges
- * off every tile, K off the 64-element slice, batches.  The mma.sync
- * variants take their 16-byte copies here (the odd shapes above take the
- * narrower ones). */
+ * off every tile, K off the 64-element slice, batches; the last shape has
+ * few tiles and a long K, which the variants that split K split 4 ways
+ * (and the batch's tiles reduce apart).  The mma.sync variants take their
+ * 16-byte copies here (the odd shapes above take the narrower ones). */
 Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
 {
   kt_rng r = {fresh_seed()};
-  static const int shapes[][5] = {{200, 136, 72, 0, 2}, {64, 256, 128, 8, 1}, {328, 264, 200, 16, 3}, {8, 8, 8, 0, 1}};
+  static const int shapes[][5] = {{200, 136, 72, 0, 2}, {64, 256, 128, 8, 1}, {328, 264, 200, 16, 3}, {8, 8, 8, 0, 1},
+                                  {96, 136, 1096, 8, 2}};
+  const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
   int checked = 0;
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
@@ -71,9 +76,10 @@ Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
       if (!variant_serves_type(v, type))
         continue;
       for (int ops = 0; ops < 4; ++ops)
-        for (int s = 0; s < 4; ++s) {
+        for (int s = 0; s < nshapes; ++s) {
           const kt_tune_gemm_case cs = {type, ops >> 1, ops & 1, shapes[s][0], shapes[s][1], shapes[s][2],
-                                        shapes[s][4], shapes[s][3], s ? 1.0f : 0.5f, s % 2 ? -1.0f : 0.0f};
+                                        shapes[s][4], shapes[s][3], s && s < nshapes - 1 ? 1.0f : 0.5f,
+                                        s % 2 || s == nshapes - 1 ? -1.0f : 0.0f};
           kt_check c;
           kt_tune_gemm_check(v, &gpu, &cs, kt_rng_next(&r), &c);
           cr_expect(c.ok, "%s (%s, op %c%c, %dx%dx%d): %s", v->name, kt_gemm_type_name(type), "NT"[cs.op_a],
