@@ -18,8 +18,15 @@
  *              against one pass and plain atomics, uniform, normal, one bin;
  *   partition  a prototype of the multi-pass alternative to atomics past the
  *              shared memory: count the samples per bucket of W bins, scatter
- *              each as a 16-bit offset into its bucket's region, then count
- *              each region in shared memory.  Its phases are timed apart.
+ *              each as a 16-bit offset into its bucket's region (ranked in a
+ *              tile with warp-aggregated shared atomics), then count each
+ *              region in shared memory (16-byte loads).  Its phases are timed
+ *              apart.  It needs 2 n bytes of workspace.
+ * The first run (H100, 2026-11-23) found: plain atomics at 79.5 G atomics/s
+ * from 256K to 4M bins (318 GB/s of int32), 22 at 16M (L2 misses); the
+ * partition prototype, with one shared atomic per sample to rank and scalar
+ * 2-byte loads, at 1.29-1.39x plain from 1M to 4M bins (count 0.37 ms,
+ * scatter 1.31, count per bucket 0.78 of 2.46).
  */
 #include <algorithm>
 #include <cooperative_groups.h>
@@ -162,12 +169,19 @@ __global__ void __launch_bounds__(PT) part_scatter(const int4 *s, size_t nvec, i
       int4 x = i < nvec ? __ldcs(s + i) : make_int4(-2, -2, -2, -2);
       bin[4 * v + 0] = x.x, bin[4 * v + 1] = x.y, bin[4 * v + 2] = x.z, bin[4 * v + 3] = x.w;
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        if (i < nvec) {
-          bin[4 * v + k] = clampb(bin[4 * v + k], nbins);
-          rank[4 * v + k] = atomicAdd(&cnt[bin[4 * v + k] / w], 1u);
-        } else
-          bin[4 * v + k] = -1;
+      for (int k = 0; k < 4; ++k) {
+        // Ranks within the tile: the lanes of a warp that share a bucket
+        // reserve their places with one atomic (warp aggregation).
+        const bool ok = i < nvec;
+        bin[4 * v + k] = ok ? clampb(bin[4 * v + k], nbins) : -1;
+        const int bk = ok ? bin[4 * v + k] / w : -1;
+        const unsigned peers = __match_any_sync(0xffffffffu, bk);
+        const int lane = threadIdx.x & 31, leader = __ffs(peers) - 1;
+        unsigned r = 0;
+        if (lane == leader && ok)
+          r = atomicAdd(&cnt[bk], (unsigned)__popc(peers));
+        rank[4 * v + k] = __shfl_sync(0xffffffffu, r, leader) + __popc(peers & ((1u << lane) - 1));
+      }
     }
     __syncthreads();
     // Exclusive scan of cnt[0..nb) (nb <= 1024: one entry a thread).
@@ -237,7 +251,20 @@ __global__ void __launch_bounds__(PT) part_hist(const uint16_t *in, unsigned lon
   unsigned long long p = r0;
   while (p < r1) {
     const unsigned long long e = min(r1, start[cur + 1]);
-    for (unsigned long long i = p + threadIdx.x; i < e; i += PT)
+    // 16-byte loads of 8 offsets from the first 8-aligned index on.
+    const unsigned long long a0 = min(e, (p + 7) & ~7ull), a1 = max(a0, e & ~7ull);
+    for (unsigned long long i = p + threadIdx.x; i < a0; i += PT)
+      atomicAdd(&sb[in[i]], 1u);
+    const uint4 *vin = reinterpret_cast<const uint4 *>(in + a0);
+    const unsigned long long nv = (a1 - a0) / 8;
+    for (unsigned long long j = threadIdx.x; j < nv; j += PT) {
+      const uint4 x = __ldcs(vin + j);
+      atomicAdd(&sb[x.x & 0xffff], 1u), atomicAdd(&sb[x.x >> 16], 1u);
+      atomicAdd(&sb[x.y & 0xffff], 1u), atomicAdd(&sb[x.y >> 16], 1u);
+      atomicAdd(&sb[x.z & 0xffff], 1u), atomicAdd(&sb[x.z >> 16], 1u);
+      atomicAdd(&sb[x.w & 0xffff], 1u), atomicAdd(&sb[x.w >> 16], 1u);
+    }
+    for (unsigned long long i = a1 + threadIdx.x; i < e; i += PT)
       atomicAdd(&sb[in[i]], 1u);
     __syncthreads();
     const int lo = cur * w;
