@@ -19,14 +19,28 @@
  *   partition  a prototype of the multi-pass alternative to atomics past the
  *              shared memory: count the samples per bucket of W bins, scatter
  *              each as a 16-bit offset into its bucket's region (ranked in a
- *              tile with warp-aggregated shared atomics), then count each
+ *              tile with one shared atomic per sample), then count each
  *              region in shared memory (16-byte loads).  Its phases are timed
  *              apart.  It needs 2 n bytes of workspace.
- * The first run (H100, 2026-11-23) found: plain atomics at 79.5 G atomics/s
- * from 256K to 4M bins (318 GB/s of int32), 22 at 16M (L2 misses); the
- * partition prototype, with one shared atomic per sample to rank and scalar
- * 2-byte loads, at 1.29-1.39x plain from 1M to 4M bins (count 0.37 ms,
- * scatter 1.31, count per bucket 0.78 of 2.46).
+ *
+ * Two runs on an H100 (2026-11-23), n = 2^28:
+ *   - plain atomics: 79.5 G atomics/s from 256K to 4M bins (318 GB/s of
+ *     int32; ktune's global kernel, int4 loads, about 345), 22 at 16M (L2
+ *     misses).  A kernel that adds one global atomic per sample stays near
+ *     there: 1.5x needs fewer global atomics than samples.
+ *   - n = 2^20: a memset costs 3.5-8.5 us alone against a 20 us call; the
+ *     clearing folded into the kernel behind a grid barrier made 1.02-1.06x
+ *     memset + plain atomics from 64K to 4M bins (now in hist_global).
+ *   - 16M bins, l2fit probed and shared evenly: uniform 293 GB/s, normal
+ *     331 (plain 318; 279 with the passes by nbins), one bin 469.
+ *   - partition, phases in ms at 1M / 4M uniform: count 0.365 / 0.369 (read
+ *     bandwidth); scatter 1.31 / 1.33 ranked by one shared atomic a sample,
+ *     but 2.55 / 3.23 ranked by __match_any_sync warp aggregation (slower:
+ *     not kept); per-bucket count 0.78 / 0.81 with 2-byte loads, 0.23 / 0.23
+ *     with 16-byte loads (kept).  The kept phases add to 1.91 / 1.93 ms:
+ *     1.78x / 1.74x plain atomics; normal (sigma nbins / 50) 1.74x / 1.63x.
+ *     A tile whose samples all fall in one bucket (sorted input) ranks on
+ *     one shared counter: it wants a whole-warp test first (not built).
  */
 #include <algorithm>
 #include <cooperative_groups.h>
@@ -169,19 +183,12 @@ __global__ void __launch_bounds__(PT) part_scatter(const int4 *s, size_t nvec, i
       int4 x = i < nvec ? __ldcs(s + i) : make_int4(-2, -2, -2, -2);
       bin[4 * v + 0] = x.x, bin[4 * v + 1] = x.y, bin[4 * v + 2] = x.z, bin[4 * v + 3] = x.w;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        // Ranks within the tile: the lanes of a warp that share a bucket
-        // reserve their places with one atomic (warp aggregation).
-        const bool ok = i < nvec;
-        bin[4 * v + k] = ok ? clampb(bin[4 * v + k], nbins) : -1;
-        const int bk = ok ? bin[4 * v + k] / w : -1;
-        const unsigned peers = __match_any_sync(0xffffffffu, bk);
-        const int lane = threadIdx.x & 31, leader = __ffs(peers) - 1;
-        unsigned r = 0;
-        if (lane == leader && ok)
-          r = atomicAdd(&cnt[bk], (unsigned)__popc(peers));
-        rank[4 * v + k] = __shfl_sync(0xffffffffu, r, leader) + __popc(peers & ((1u << lane) - 1));
-      }
+      for (int k = 0; k < 4; ++k)
+        if (i < nvec) {
+          bin[4 * v + k] = clampb(bin[4 * v + k], nbins);
+          rank[4 * v + k] = atomicAdd(&cnt[bin[4 * v + k] / w], 1u);
+        } else
+          bin[4 * v + k] = -1;
     }
     __syncthreads();
     // Exclusive scan of cnt[0..nb) (nb <= 1024: one entry a thread).
