@@ -46,7 +46,7 @@ return {
         { "agg", { 0, 1 }, "1: lanes of a warp that hit the same bin add once (warp aggregation)", tag = "a" },
         { "merge", { 0, 1, 2 }, "1: runs of equal bins in a thread's int4, or in a whole warp's, add once; " ..
           "2: only the whole warp's", tag = "m" },
-        { "l2fit", { 0, 1 }, "1: one pass per range of bins that fits half the L2", tag = "l" },
+        { "l2fit", { 0, 1 }, "1: one pass per range of the touched bins (probed) that fits half the L2", tag = "l" },
         { "ipt", { 2 }, "int4 loads each thread has in flight per loop step", tag = "u" },
       },
       derive = function(v)

@@ -128,6 +128,46 @@ Test(hist_gpu, every_variant_is_exact_on_runs_and_out_of_range_samples)
   cr_assert_gt(checked, 0);
 }
 
+/* Past the L2 the global kernel's l2fit variants count in passes planned from
+ * a probe of the input (templates/hist_global.cu.tpl): uniform samples need
+ * every pass, a narrow normal and a single bin one, and the passes left
+ * empty must still leave every count exact.  n above nbins, so the probe
+ * runs; the samples are copied once per distribution for every variant. */
+Test(hist_gpu, every_variant_is_exact_past_the_l2_however_the_probe_plans_the_passes)
+{
+  const long long nbins = (1 << 24) + 3;
+  const size_t n = ((size_t)1 << 25) + 5;
+  static const char *dists[] = {"uniform", "normal", "onebin"};
+  kt_rng r = {fresh_seed()};
+  int *s = malloc(sizeof(int) * n), *ds;
+  unsigned *ref = malloc(sizeof(unsigned) * nbins), *got = malloc(sizeof(unsigned) * nbins), *db;
+  CUDA_OK(cudaMalloc((void **)&ds, sizeof(int) * n));
+  CUDA_OK(cudaMalloc((void **)&db, sizeof(unsigned) * nbins));
+  int checked = 0;
+  for (size_t d = 0; d < sizeof dists / sizeof dists[0]; ++d) {
+    kt_tune_hist_samples(s, n, nbins, dists[d], &r);
+    kt_tune_hist_reference(s, n, nbins, ref);
+    CUDA_OK(cudaMemcpy(ds, s, sizeof(int) * n, cudaMemcpyHostToDevice));
+    for (int i = 0; i < kt_registry_count; ++i) {
+      const kt_variant *v = &kt_registry[i];
+      if (v->family != KT_FAMILY_HIST || !fits(v, nbins))
+        continue;
+      kt_hist_args a = {ds, n, db, (int)nbins, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin};
+      CUDA_OK(cudaMemset(db, 0xab, sizeof(unsigned) * nbins));
+      cr_assert_eq(v->launch(&a, 0), cudaSuccess, "%s", v->name);
+      CUDA_OK(cudaMemcpy(got, db, sizeof(unsigned) * nbins, cudaMemcpyDeviceToHost));
+      long long wrong = 0;
+      for (long long b = 0; b < nbins; ++b)
+        wrong += got[b] != ref[b];
+      cr_expect_eq(wrong, 0, "%s, %lld bins, %s: %lld bins wrong", v->name, nbins, dists[d], wrong);
+      ++checked;
+    }
+  }
+  cr_assert_gt(checked, 0);
+  cudaFree(ds), cudaFree(db);
+  free(s), free(ref), free(got);
+}
+
 /* kt_histogram of host samples s[0..n) copied to an offset of `off` ints. */
 static void dispatched(kt_context *ctx, const int *s, size_t n, int off, long long nbins, char *variant)
 {
