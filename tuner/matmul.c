@@ -52,6 +52,9 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
   memset(out, 0, sizeof *out);
   kt_rng r = {seed};
   const size_t na = (size_t)M * lda, nb = (size_t)K * ldb, nc = (size_t)M * ldc;
+  /* A variant that serves any 4-byte aligned pointer gets A, B and C one
+   * float past cudaMalloc's alignment. */
+  const size_t off = v->align == 1 ? 1 : 0;
   float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
   float *dA = NULL, *dB = NULL, *dC = NULL;
   if (!A || !B || !C0 || !C) {
@@ -67,17 +70,18 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
    * and any element left unwritten stays NaN); a sentinel in the padding. */
   for (size_t i = 0; i < nc; ++i)
     C0[i] = (long long)(i % ldc) < N ? (beta != 0.0f ? kt_rng_float(&r) : NAN) : 1234.5f;
-  if (kt_measure_cuda_failed(out, cudaMalloc((void **)&dA, na * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMalloc((void **)&dB, nb * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMalloc((void **)&dC, nc * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(dA, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(dB, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
+  if (kt_measure_cuda_failed(out, cudaMalloc((void **)&dA, (na + off) * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc((void **)&dB, (nb + off) * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc((void **)&dC, (nc + off) * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dA + off, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dB + off, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dC + off, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
     goto done;
-  kt_matmul_args a = {M, N, K, alpha, beta, dA, dB, dC, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal)};
+  kt_matmul_args a = {
+      M, N, K, alpha, beta, dA + off, dB + off, dC + off, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal)};
   if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+      kt_measure_cuda_failed(out, cudaMemcpy(C, dC + off, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
     goto done;
   out->ok = 1;
   for (int i = 0; i < M && out->ok; ++i) {
