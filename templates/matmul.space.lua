@@ -189,8 +189,8 @@ local S = {
       doc = "short-K kernel: block tile BM x BN, A and B panels BK deep copied once per chunk through registers " ..
         "(any alignment), no pipeline; lanes along N so every store of C is a coalesced row; serves K <= 8 BK",
       params = {
-        { "bm", { 32, 64, 128 }, "BM: rows of C per block", tag = "" },
-        { "bn", { 128, 256 }, "BN: columns of C per block", join = "x" },
+        { "bm", { 32, 64 }, "BM: rows of C per block", tag = "" },
+        { "bn", { 128 }, "BN: columns of C per block", join = "x" },
         { "bk", { 16, 32 }, "BK: K per chunk in shared memory (one chunk for the K it is meant for)", join = "x" },
         { "tt", { "4x4", "8x4" }, "TM x TN: rows x columns of C per thread; columns 32 apart (coalesced stores)",
           tag = "tt" },
@@ -210,10 +210,6 @@ local S = {
           function(v) return (v.bn // v.tn) % 32 == 0 end },
         { "the thread tile divides the block tile", function(v) return v.bm % v.tm == 0 end },
         { "at least one block fits an SM", function(v) return v.blocks_per_sm >= 1 end },
-      },
-      prune = {
-        { "256 threads a block (issue 11's first measurement took only these)",
-          function(v) return v.threads == 256 end },
       },
     },
     {
