@@ -119,7 +119,7 @@ static int tile_dim(const kt_variant *v, int second)
 /* Every kernel computes any M, N, K, but three are built for one corner
  * of the shapes and reread an operand or loop past it
  * (templates/matmul.space.lua): the few-row kernel serves M <= TM, the
- * few-column kernel N <= TN, the short-K kernel K <= 8 BK.  Outside,
+ * few-column kernel N <= TN, the short-K kernel K <= 4 BK.  Outside,
  * neither the tuner times them nor dispatch picks them. */
 int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K)
 {
@@ -130,7 +130,7 @@ int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long l
   if (strcmp(v->algo, "direct") == 0) {
     for (int i = 0; i < v->nparams; ++i)
       if (strcmp(v->params[i].key, "bk") == 0)
-        return K <= 8LL * atoi(v->params[i].value);
+        return K <= 4LL * atoi(v->params[i].value);
     return 0;
   }
   return 1;

@@ -20,7 +20,8 @@ local function SUITE(reason)
 end
 local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16 } }
 local DIRECT_TILE = { ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 } }
-local SKINNY_TILE = { ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }, ["16x2"] = { 16, 2 }, ["32x1"] = { 32, 1 } }
+local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }, ["16x2"] = { 16, 2 },
+                      ["32x1"] = { 32, 1 } }
 local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 } }
 
 local S = {
@@ -187,7 +188,7 @@ local S = {
       algo = "direct",
       template = "templates/matmul_direct.cu.tpl",
       doc = "short-K kernel: block tile BM x BN, A and B panels BK deep copied once per chunk through registers " ..
-        "(any alignment), no pipeline; lanes along N so every store of C is a coalesced row; serves K <= 8 BK",
+        "(any alignment), no pipeline; lanes along N so every store of C is a coalesced row; serves K <= 4 BK",
       params = {
         { "bm", { 32, 64 }, "BM: rows of C per block", tag = "" },
         { "bn", { 128 }, "BN: columns of C per block", join = "x" },
@@ -211,6 +212,13 @@ local S = {
         { "the thread tile divides the block tile", function(v) return v.bm % v.tm == 0 end },
         { "at least one block fits an SM", function(v) return v.blocks_per_sm >= 1 end },
       },
+      prune = {
+        { SUITE("short-K tiles 32x128x16 with 4x4 threads and 64x128 with 8x4, BK 16 or 32: each won a shape " ..
+          "of the suites (K 1 to 26), the others none"),
+          function(v)
+            return (v.bm == 32 and v.bk == 16 and v.tt == "4x4") or (v.bm == 64 and v.tt == "8x4")
+          end },
+      },
     },
     {
       algo = "skinny",
@@ -218,7 +226,7 @@ local S = {
       doc = "few-row kernel (M <= TM): B read once in coalesced 4-byte rows, A through each warp's shared memory, " ..
         "K split over the warps and a cluster's blocks, partial tiles added in a fixed order; serves M <= TM",
       params = {
-        { "tt", { "4x4", "8x4", "16x2", "32x1" }, "TM x TN: rows of C per block x columns per lane (32 apart)",
+        { "tt", { "4x1", "4x4", "8x4", "16x2", "32x1" }, "TM x TN: rows of C per block x columns per lane (32 apart)",
           tag = "tt" },
         { "threads", { 256 }, "threads per block: 8 warps, each summing its own chunk of K", tag = "t" },
         { "cluster", { 1, 2, 4, 8 }, "blocks per cluster along K (more chunks; partials added through " ..
@@ -240,6 +248,12 @@ local S = {
         { "the cluster's blocks finish whole rows of the tile (32 TN columns divide the threads)",
           function(v) return v.threads % (32 * v.tn) == 0 end },
         { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
+      },
+      prune = {
+        { SUITE("few-row tiles of 4 rows in clusters of 4 or 8: 4x4 won M = 1 and M = 4; 8x4, 16x2 and 32x1 " ..
+          "and clusters of 1 and 2 won nothing (M = 17 went to a split-K warp tile); 4x1 spreads M <= 4 " ..
+          "over 4 times the blocks"),
+          function(v) return v.tm == 4 and v.cluster >= 4 end },
       },
     },
     {
@@ -266,6 +280,15 @@ local S = {
       end,
       constraints = {
         { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
+      },
+      prune = {
+        { SUITE("few-column tiles 1x4 in clusters of 4 and 8, 2x8 in clusters of 8, 4x4 alone and in clusters " ..
+          "of 8: each won a shape with N <= 8, the others none"),
+          function(v)
+            if v.tt == "1x4" then return v.cluster >= 4 end
+            if v.tt == "2x8" then return v.cluster == 8 end
+            return v.tt == "4x4" and v.cluster ~= 4
+          end },
       },
     },
   },

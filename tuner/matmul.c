@@ -137,7 +137,11 @@ done:
  * shapes near it, tiny and skinny ones included: dispatch calibrates each
  * variant on the tuned shapes nearest a call (runtime/matmul.c).  Last,
  * one size of 4 with the others from {256, 4096}: two in three calls drawn
- * log-uniformly over 1..16384 have a size under 16, where the grid ends. */
+ * log-uniformly over 1..16384 have a size under 16, where the grid ends.
+ * Then two short-K shapes with N odd (ldb = ldc = N: only the variants that
+ * serve any alignment are timed there), so that dispatch calibrates the
+ * 4-byte-copy warp tiles against the short-K kernel on unaligned rows,
+ * where the former lose more than on aligned ones. */
 #define DEFAULT_SHAPES                                                                                   \
   "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
   "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536,"                              \
@@ -146,7 +150,8 @@ done:
   "256x4096x256,256x4096x4096,4096x16x16,4096x16x256,4096x16x4096,4096x256x16,4096x256x256,"             \
   "4096x256x4096,4096x4096x16,"                                                                          \
   "4x256x256,4x256x4096,4x4096x256,4x4096x4096,256x4x256,256x4x4096,4096x4x256,4096x4x4096,256x256x4,"   \
-  "256x4096x4,4096x256x4,4096x4096x4"
+  "256x4096x4,4096x256x4,4096x4096x4,"                                                                   \
+  "2048x2047x8,2048x8191x64"
 
 /* One shape (item, as the CLI writes it) into out[*n]: 0, or -1 with a
  * message in err that names where it came from (`where`). */
