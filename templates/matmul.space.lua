@@ -21,7 +21,7 @@ end
 local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16 } }
 local DIRECT_TILE = { ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 } }
 local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }, ["16x2"] = { 16, 2 },
-                      ["32x1"] = { 32, 1 } }
+                      ["32x1"] = { 32, 1 }, ["16x4"] = { 16, 4 }, ["32x4"] = { 32, 4 } }
 local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 } }
 
 local S = {
@@ -226,7 +226,8 @@ local S = {
       doc = "few-row kernel (M <= TM): B read once in coalesced 4-byte rows, A through each warp's shared memory, " ..
         "K split over the warps and a cluster's blocks, partial tiles added in a fixed order; serves M <= TM",
       params = {
-        { "tt", { "4x1", "4x4", "8x4", "16x2", "32x1" }, "TM x TN: rows of C per block x columns per lane (32 apart)",
+        { "tt", { "4x1", "4x4", "8x4", "16x2", "32x1", "16x4", "32x4" },
+          "TM x TN: rows of C per block x columns per lane (32 apart)",
           tag = "tt" },
         { "threads", { 256 }, "threads per block: 8 warps, each summing its own chunk of K", tag = "t" },
         { "cluster", { 1, 2, 4, 8 }, "blocks per cluster along K (more chunks; partials added through " ..
@@ -239,21 +240,25 @@ local S = {
         -- on 8 distinct 16-byte bank groups.
         v.lda_s = 4 * ((v.tm // 4) % 2 == 0 and v.tm // 4 + 1 or v.tm // 4)
         local warps = v.threads // 32
-        v.smem_static = math.max(warps * 32 * v.lda_s, warps * v.tm * 32 * v.tn) * F
+        v.smem_static = math.max(warps * 32 * v.lda_s, v.tm * 32 * v.tn) * F -- A pieces, then the partial tile
         v.smem_dynamic = 0
-        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024))
+        -- Registers: the sums, 8 k of B in flight, a row of A, about 32 more.
+        v.regs = v.tm * v.tn + 8 * v.tn + v.tm + 32
+        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024),
+          t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8)))
         v.min_cc, v.align = v.cluster > 1 and 90 or 80, 1
       end,
       constraints = {
+        { "at least one block fits an SM", function(v) return v.blocks_per_sm >= 1 end },
         { "the cluster's blocks finish whole rows of the tile (32 TN columns divide the threads)",
           function(v) return v.threads % (32 * v.tn) == 0 end },
         { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
       },
       prune = {
-        { SUITE("few-row tiles of 4 rows in clusters of 4 or 8: 4x4 won M = 1 and M = 4; 8x4, 16x2 and 32x1 " ..
-          "and clusters of 1 and 2 won nothing (M = 17 went to a split-K warp tile); 4x1 spreads M <= 4 " ..
-          "over 4 times the blocks"),
-          function(v) return v.tm == 4 and v.cluster >= 4 end },
+        { SUITE("few-row tiles in clusters of 4 or 8: 4x4 won M = 1 and M = 4; 8x4, 16x2 and 32x1 and " ..
+          "clusters of 1 and 2 won nothing (M = 17 went to a split-K warp tile); 4x1 spreads M <= 4 over 4 " ..
+          "times the blocks; 16x4 and 32x4 read A from shared memory once per 4 columns of B"),
+          function(v) return (v.tm == 4 or v.tn == 4 and v.tm >= 16) and v.cluster >= 4 end },
       },
     },
     {

@@ -30,7 +30,7 @@ constexpr int CL = $(cluster);        // blocks per cluster along K
 constexpr int BN = 32 * TN;           // columns of C per block
 constexpr int KU = 32;                // k per copy of A: one per lane
 constexpr int LDA_S = $(lda_s);       // row stride of a warp's transposed A piece (see the space)
-constexpr int AS_FLOATS = WARPS * KU * LDA_S, RED_FLOATS = WARPS * TM * BN;
+constexpr int AS_FLOATS = WARPS * KU * LDA_S, RED_FLOATS = TM * BN;
 constexpr int SMEM_FLOATS = AS_FLOATS > RED_FLOATS ? AS_FLOATS : RED_FLOATS;
 static_assert(TM % 4 == 0 && LDA_S % 4 == 0, "A is copied and read as float4");
 
@@ -44,7 +44,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
         long long ldc, int tiles_n, int k_chunk)
 {
   /* One buffer, used twice: the warps' A pieces while summing, the
-   * partial tiles [WARPS][TM][BN] afterwards. */
+   * block's partial tile [TM][BN] afterwards. */
   __shared__ __align__(16) float smem[SMEM_FLOATS];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row0 = (int)(blockIdx.x / tiles_n) * TM, col0 = (int)(blockIdx.x % tiles_n) * BN;
@@ -109,23 +109,21 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
     __syncwarp(); // every lane has read the piece before it is overwritten
   }
 
-  /* The partial tiles: warp w's at red[w][i][c], c = lane + 32 t. */
-  __syncthreads(); // every warp is done with its A piece
+  /* The block's partial tile, red[i][c] (c = lane + 32 t): the warps add
+   * theirs in turn, w = 0, 1, ..., a barrier apart, so one tile of shared
+   * memory holds it and the order is fixed. */
   float *const red = smem;
+  for (int w = 0; w < WARPS; ++w) {
+    __syncthreads(); // w = 0: every warp is done with its A piece; then: warp w - 1 has added
+    if (warp == w) {
 #pragma unroll
-  for (int i = 0; i < TM; ++i)
+      for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int t = 0; t < TN; ++t)
-      red[(warp * TM + i) * BN + lane + 32 * t] = acc[i][t];
-  __syncthreads();
-  /* The block's partial tile: warps added in the order 0, 1, ..., into
-   * red[0] (each thread reads all of an element before it writes it). */
-  for (int e = threadIdx.x; e < TM * BN; e += THREADS) {
-    float s = red[e];
-#pragma unroll
-    for (int w = 1; w < WARPS; ++w)
-      s += red[w * TM * BN + e];
-    red[e] = s;
+        for (int t = 0; t < TN; ++t) {
+          float *r = &red[i * BN + lane + 32 * t];
+          *r = w == 0 ? acc[i][t] : *r + acc[i][t];
+        }
+    }
   }
 @ if cluster > 1 then
   namespace cg = cooperative_groups;
