@@ -62,17 +62,18 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   const float *arow = A + (size_t)(r0 < M ? r0 : 0) * lda + lane;
 
   for (int k0 = kb; k0 < ke; k0 += KB) {
-    for (int e = threadIdx.x; e < KB * TN; e += THREADS) {
-      const int k = e / TN, j = e % TN;
-      Bs[k * LDB_S + j] = k0 + k < ke && col0 + j < N ? B[(size_t)(k0 + k) * ldb + col0 + j] : 0.0f;
-    }
-    __syncthreads(); // the piece of B is complete ...
+    // A's loads first: they are in flight while B's piece is copied.
     float a[KS][TM];
 #pragma unroll
     for (int s = 0; s < KS; ++s)
 #pragma unroll
       for (int i = 0; i < TM; ++i)
         a[s][i] = row_in[i] && k0 + s * 32 + lane < ke ? arow[(size_t)i * lda + k0 + s * 32] : 0.0f;
+    for (int e = threadIdx.x; e < KB * TN; e += THREADS) {
+      const int k = e / TN, j = e % TN;
+      Bs[k * LDB_S + j] = k0 + k < ke && col0 + j < N ? B[(size_t)(k0 + k) * ldb + col0 + j] : 0.0f;
+    }
+    __syncthreads(); // the piece of B is complete ...
 #pragma unroll
     for (int s = 0; s < KS; ++s) {
       float b[TN];
