@@ -308,6 +308,12 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   inputs *in = state;
   const kt_device_info *dev = &in->dev;
   const int M = in->M, N = in->N, K = in->K;
+  /* ldb = ldc = N at the tuned size; lda = K may be anything.  A variant
+   * that cannot serve those rows is not timed, nor checked here. */
+  if (N % v->align != 0) {
+    kt_tune_result_set(r, &in->p, v, "skipped", "leading dimensions of this problem are not aligned for it");
+    return;
+  }
   /* Correctness first, on fresh shapes that are not tile multiples, with
    * padded leading dimensions: ldb and ldc multiples of the variant's
    * alignment, lda never a multiple of 4 (every variant serves any lda). */
@@ -330,11 +336,6 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   }
   /* Then the tuned size: time it, and check a sample of its outputs. */
   cudaMemset(in->dC, 0xff, (size_t)M * N * 4); /* NaN: an unwritten output shows */
-  const int aligned = N % v->align == 0; /* ldb = ldc = N; lda = K may be anything */
-  if (!aligned) {
-    kt_tune_result_set(r, &in->p, v, "skipped", "leading dimensions of this problem are not aligned for it");
-    return;
-  }
   kt_matmul_args args = {
       M, N, K, 1.0f, 0.0f, in->dA, in->dB, in->dC, K, N, N, dev->sm_count, kt_device_pool(dev->ordinal)};
   double ms = 0;
