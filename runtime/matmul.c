@@ -213,12 +213,22 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * dispatch reached 0.959 and 0.968 of the best there (0.941 and 0.967
  * without it), and 0.970 on the bench's default seed, which took no part
  * in the fit (0.962 without).
+ *
+ * Row alignment.  The tuner times a problem with ldb = ldc = N, so a tuned
+ * N that is not a multiple of 4 measured the variants that serve any
+ * alignment on unaligned rows, where the warp tiles of 4-byte copies lose
+ * more than the short-K kernel does (bench/reference/matmul_random/
+ * README.md, run 3).  A call whose B or C is not float4-aligned therefore
+ * calibrates mostly on such problems, an aligned call mostly on the
+ * others: the weight of a problem of the other alignment is cut by
+ * exp(ALIGN_LOGW), so that it still counts where nothing else is near.
  */
 #define T_LAUNCH_MS 0.003     /* one kernel launch */
 #define WORKSPACE_BW 3.0e9    /* bytes per ms of split-K workspace traffic (an H100's HBM3) */
 #define MEMORY_BW 4.0e9       /* bytes per ms of A, B and C traffic (HBM3 and L2) */
 #define FIXED_K 32.0          /* a block's fixed cost, in K steps of its multiply-adds */
 #define SIGMA 1.25            /* in natural-log units of each size */
+#define ALIGN_LOGW 3.0        /* log-weight lost by a tuned problem of the other row alignment */
 #define CACHE_SLOTS 256       /* decisions remembered per context */
 
 typedef struct geom {
@@ -367,7 +377,7 @@ static uint64_t cache_key(long long M, long long N, long long K, int wide)
 
 /* The predicted best variant that serves the call, or NULL; out gets why. */
 static const kt_variant *predict(const model *m, const kt_device_info *d, long long M, long long N, long long K,
-                                 const void *call, kt_choice *out)
+                                 int wide, const void *call, kt_choice *out)
 {
   double lw[64 * 4];
   double lwmax = -INFINITY;
@@ -377,6 +387,8 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
   for (int j = 0; j < np; ++j) {
     const double dd = sq(lm - m->lshape[j][0]) + sq(ln - m->lshape[j][1]) + sq(lk - m->lshape[j][2]);
     lw[j] = -dd / (2 * SIGMA * SIGMA);
+    if ((m->prob[j].problem.n % 4 != 0) == wide) /* a tuned row alignment unlike the call's */
+      lw[j] -= ALIGN_LOGW;
     if (lw[j] > lwmax) {
       lwmax = lw[j];
       near = j;
@@ -463,7 +475,7 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
   }
   /* A decision made here, not remembered: the shape has no tuned entry. */
   note_miss(c, t, M, N, K);
-  const kt_variant *v = predict(m, d, M, N, K, call, out);
+  const kt_variant *v = predict(m, d, M, N, K, wide, call, out);
   if (!v)
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
   __atomic_store_n(&m->cache[slot].key, 0, __ATOMIC_RELAXED);
