@@ -213,7 +213,7 @@ int main(int argc, char **argv)
     double best_ms = INFINITY;
     for (int i = 0; i < kt_registry_count; ++i) {
       const kt_variant *v = &kt_registry[i];
-      if (!kt_matmul_serves(v, &d.info, A, c.lda, B, c.ldb, C, c.ldc))
+      if (!kt_matmul_serves(v, &d.info, A, c.lda, B, c.ldb, C, c.ldc) || !kt_matmul_serves_shape(v, c.m, c.n, c.k))
         continue;
       kt_matmul_args a = {};
       a.M = c.m, a.N = c.n, a.K = c.k, a.alpha = 1.0f, a.beta = 0.0f;

@@ -403,6 +403,9 @@ KT_INTERNAL extern const kt_family_ops kt_matmul_ops;
  * vector width; A and lda never matter)? */
 KT_INTERNAL int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A, long long lda,
                                  const void *B, long long ldb, const void *C, long long ldc);
+/* Whether v is built for an M x N x K product (runtime/matmul.c): the
+ * few-row, few-column and short-K kernels serve one corner each. */
+KT_INTERNAL int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K);
 
 /* The tuned matmul problem nearest M x N x K: least sum of squared
  * log-ratios.  Entries of other families are passed over; NULL when none. */

@@ -19,6 +19,10 @@ local function SUITE(reason)
   return "H100 (bench/reference/matmul_random/README.md): " .. reason
 end
 local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16 } }
+local DIRECT_TILE = { ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 } }
+local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }, ["16x2"] = { 16, 2 },
+                      ["32x1"] = { 32, 1 }, ["16x4"] = { 16, 4 }, ["32x4"] = { 32, 4 } }
+local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 } }
 
 local S = {
   family = "matmul",
@@ -177,6 +181,119 @@ local S = {
         { SUITE("no workspace split for 32x128 blocks, nor for 64x64 blocks with 4-byte copies (lost by 8% or more)"),
           function(v)
             return v.split == 1 or not ((v.bm == 32 and v.bn == 128) or (v.bm == 64 and v.bn == 64 and v.vec == 1))
+          end },
+      },
+    },
+    {
+      algo = "direct",
+      template = "templates/matmul_direct.cu.tpl",
+      doc = "short-K kernel: block tile BM x BN, A and B panels BK deep copied once per chunk through registers " ..
+        "(any alignment), no pipeline; lanes along N so every store of C is a coalesced row; serves K <= 4 BK",
+      params = {
+        { "bm", { 32, 64 }, "BM: rows of C per block", tag = "" },
+        { "bn", { 128 }, "BN: columns of C per block", join = "x" },
+        { "bk", { 16, 32 }, "BK: K per chunk in shared memory (one chunk for the K it is meant for)", join = "x" },
+        { "tt", { "4x4", "8x4" }, "TM x TN: rows x columns of C per thread; columns 32 apart (coalesced stores)",
+          tag = "tt" },
+      },
+      derive = function(v, t)
+        v.tm, v.tn = DIRECT_TILE[v.tt][1], DIRECT_TILE[v.tt][2]
+        v.threads = (v.bm // v.tm) * (v.bn // v.tn)
+        v.smem_static = v.bk * ((v.bm + 4) + v.bn) * F
+        v.smem_dynamic = 0
+        v.regs = v.tm * v.tn + v.tm + v.tn + 32
+        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads,
+          t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8)), t.smem_per_sm // (v.smem_static + 1024))
+        v.cluster, v.min_cc, v.align = 1, 0, 1
+      end,
+      constraints = {
+        { "a warp is 32 consecutive columns of one thread row (BN / TN a multiple of 32)",
+          function(v) return (v.bn // v.tn) % 32 == 0 end },
+        { "the thread tile divides the block tile", function(v) return v.bm % v.tm == 0 end },
+        { "at least one block fits an SM", function(v) return v.blocks_per_sm >= 1 end },
+      },
+      prune = {
+        { SUITE("short-K tiles 32x128x16 with 4x4 threads and 64x128 with 8x4, BK 16 or 32: each won a shape " ..
+          "of the suites (K 1 to 26), the others none"),
+          function(v)
+            return (v.bm == 32 and v.bk == 16 and v.tt == "4x4") or (v.bm == 64 and v.tt == "8x4")
+          end },
+      },
+    },
+    {
+      algo = "skinny",
+      template = "templates/matmul_skinny.cu.tpl",
+      doc = "few-row kernel (M <= TM): B read once in coalesced 4-byte rows, A through each warp's shared memory, " ..
+        "K split over the warps and a cluster's blocks, partial tiles added in a fixed order; serves M <= TM",
+      params = {
+        { "tt", { "4x1", "4x4", "8x4", "16x2", "32x1", "16x4", "32x4" },
+          "TM x TN: rows of C per block x columns per lane (32 apart)",
+          tag = "tt" },
+        { "threads", { 256 }, "threads per block: 8 warps, each summing its own chunk of K", tag = "t" },
+        { "cluster", { 1, 2, 4, 8 }, "blocks per cluster along K (more chunks; partials added through " ..
+          "distributed shared memory); 1 = none", tag = "c" },
+      },
+      derive = function(v, t)
+        v.tm, v.tn = SKINNY_TILE[v.tt][1], SKINNY_TILE[v.tt][2]
+        -- The transposed A piece is written one float4 per lane: a row
+        -- stride of an odd number of float4 puts a quarter-warp's 8 stores
+        -- on 8 distinct 16-byte bank groups.
+        v.lda_s = 4 * ((v.tm // 4) % 2 == 0 and v.tm // 4 + 1 or v.tm // 4)
+        local warps = v.threads // 32
+        v.smem_static = math.max(warps * 32 * v.lda_s, v.tm * 32 * v.tn) * F -- A pieces, then the partial tile
+        v.smem_dynamic = 0
+        -- Registers: the sums, 8 k of B in flight, a row of A, about 32 more.
+        v.regs = v.tm * v.tn + 8 * v.tn + v.tm + 32
+        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024),
+          t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8)))
+        v.min_cc, v.align = v.cluster > 1 and 90 or 80, 1
+      end,
+      constraints = {
+        { "at least one block fits an SM", function(v) return v.blocks_per_sm >= 1 end },
+        { "the cluster's blocks finish whole rows of the tile (32 TN columns divide the threads)",
+          function(v) return v.threads % (32 * v.tn) == 0 end },
+        { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
+      },
+      prune = {
+        { SUITE("few-row tiles 4x4 in clusters of 8 (M = 1) and 16x4 in clusters of 4 (9x6903x2445); " ..
+          "4x4 in clusters of 4 was never needed (run 4: the oracle without it is the same), 4x1, 8x4, 16x2, " ..
+          "32x1 and 32x4 and clusters of 1 and 2 won nothing (runs 3 and 4)"),
+          function(v) return v.tn == 4 and (v.tm == 4 and v.cluster == 8 or v.tm == 16 and v.cluster == 4) end },
+      },
+    },
+    {
+      algo = "gemv",
+      template = "templates/matmul_gemv.cu.tpl",
+      doc = "few-column kernel (N <= TN): A read once in coalesced 4-byte rows, B through shared memory, lanes " ..
+        "split K, warp sums added in a fixed butterfly, a cluster's blocks split K further; serves N <= TN",
+      params = {
+        { "tt", { "1x4", "4x4", "2x8", "1x16" }, "TM x TN: rows of C per warp x columns of C per block",
+          tag = "tt" },
+        { "threads", { 256 }, "threads per block: 8 warps, each its own rows", tag = "t" },
+        { "cluster", { 1, 4, 8 }, "blocks per cluster along K (more chunks; partials added through " ..
+          "distributed shared memory); 1 = none", tag = "c" },
+      },
+      derive = function(v, t)
+        v.tm, v.tn = GEMV_TILE[v.tt][1], GEMV_TILE[v.tt][2]
+        -- Lanes read the B piece one float4 at a time, one row each: an odd
+        -- number of float4 per row keeps a quarter-warp on distinct banks.
+        v.ldb_s = 4 * ((v.tn // 4) % 2 == 0 and v.tn // 4 + 1 or v.tn // 4)
+        v.smem_static = (128 * v.ldb_s + (v.threads // 32) * v.tm * v.tn) * F
+        v.smem_dynamic = 0
+        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024))
+        v.min_cc, v.align = v.cluster > 1 and 90 or 80, 1
+      end,
+      constraints = {
+        { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
+      },
+      prune = {
+        { SUITE("few-column tiles 1x4 in clusters of 8, 2x8 in clusters of 8, 4x4 alone and in clusters of 8: " ..
+          "without any of them the oracle of run 4 loses 2% to 27% somewhere; 1x4 in clusters of 4 (under " ..
+          "2%) and the others won nothing"),
+          function(v)
+            if v.tt == "1x4" then return v.cluster == 8 end
+            if v.tt == "2x8" then return v.cluster == 8 end
+            return v.tt == "4x4" and v.cluster ~= 4
           end },
       },
     },

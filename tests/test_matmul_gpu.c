@@ -59,6 +59,29 @@ Test(matmul_gpu, every_variant_handles_degenerate_shapes)
   }
 }
 
+/* The corners the few-row, few-column and short-K kernels are built for,
+ * with odd leading dimensions (aligned variants get theirs rounded up):
+ * long K split over warps and cluster blocks, sizes of 1, K past one
+ * chunk. */
+Test(matmul_gpu, every_variant_is_correct_on_skinny_and_short_k_shapes)
+{
+  static const int shapes[][3] = {{1, 300, 2100}, {17, 129, 777}, {300, 1, 1500}, {250, 13, 333},
+                                  {777, 300, 7},  {1, 1, 3000},   {33, 2, 64},    {500, 260, 129}};
+  kt_rng r = {fresh_seed()};
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, &gpu))
+      continue;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+      const int a = v->align, m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+      const long long lda = k + 1, ldb = (n + 1 + a - 1) / a * a, ldc = (n + 2 + a - 1) / a * a;
+      kt_check c;
+      kt_tune_matmul_check(v, &gpu, m, n, k, lda, ldb, ldc, 0.75f, s % 2 ? 0.0f : -1.25f, kt_rng_next(&r), &c);
+      cr_expect(c.ok, "%s at %dx%dx%d: %s", v->name, m, n, k, c.reason);
+    }
+  }
+}
+
 /* Run kt_matmul on device copies at an offset of `shift` floats (A only
  * when a_only) and compare with a double reference; returns the worst error
  * over the bound. */

@@ -52,6 +52,9 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
   memset(out, 0, sizeof *out);
   kt_rng r = {seed};
   const size_t na = (size_t)M * lda, nb = (size_t)K * ldb, nc = (size_t)M * ldc;
+  /* A variant that serves any 4-byte aligned pointer gets A, B and C one
+   * float past cudaMalloc's alignment. */
+  const size_t off = v->align == 1 ? 1 : 0;
   float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
   float *dA = NULL, *dB = NULL, *dC = NULL;
   if (!A || !B || !C0 || !C) {
@@ -67,17 +70,18 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
    * and any element left unwritten stays NaN); a sentinel in the padding. */
   for (size_t i = 0; i < nc; ++i)
     C0[i] = (long long)(i % ldc) < N ? (beta != 0.0f ? kt_rng_float(&r) : NAN) : 1234.5f;
-  if (kt_measure_cuda_failed(out, cudaMalloc((void **)&dA, na * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMalloc((void **)&dB, nb * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMalloc((void **)&dC, nc * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(dA, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(dB, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
+  if (kt_measure_cuda_failed(out, cudaMalloc((void **)&dA, (na + off) * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc((void **)&dB, (nb + off) * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMalloc((void **)&dC, (nc + off) * 4), "cudaMalloc") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dA + off, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dB + off, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      kt_measure_cuda_failed(out, cudaMemcpy(dC + off, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
     goto done;
-  kt_matmul_args a = {M, N, K, alpha, beta, dA, dB, dC, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal)};
+  kt_matmul_args a = {
+      M, N, K, alpha, beta, dA + off, dB + off, dC + off, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal)};
   if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+      kt_measure_cuda_failed(out, cudaMemcpy(C, dC + off, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
     goto done;
   out->ok = 1;
   for (int i = 0; i < M && out->ok; ++i) {
@@ -133,7 +137,11 @@ done:
  * shapes near it, tiny and skinny ones included: dispatch calibrates each
  * variant on the tuned shapes nearest a call (runtime/matmul.c).  Last,
  * one size of 4 with the others from {256, 4096}: two in three calls drawn
- * log-uniformly over 1..16384 have a size under 16, where the grid ends. */
+ * log-uniformly over 1..16384 have a size under 16, where the grid ends.
+ * Then two short-K shapes with N odd (ldb = ldc = N: only the variants that
+ * serve any alignment are timed there), so that dispatch calibrates the
+ * 4-byte-copy warp tiles against the short-K kernel on unaligned rows,
+ * where the former lose more than on aligned ones. */
 #define DEFAULT_SHAPES                                                                                   \
   "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
   "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536,"                              \
@@ -142,7 +150,8 @@ done:
   "256x4096x256,256x4096x4096,4096x16x16,4096x16x256,4096x16x4096,4096x256x16,4096x256x256,"             \
   "4096x256x4096,4096x4096x16,"                                                                          \
   "4x256x256,4x256x4096,4x4096x256,4x4096x4096,256x4x256,256x4x4096,4096x4x256,4096x4x4096,256x256x4,"   \
-  "256x4096x4,4096x256x4,4096x4096x4"
+  "256x4096x4,4096x256x4,4096x4096x4,"                                                                   \
+  "2048x2047x8,2048x8191x64"
 
 /* One shape (item, as the CLI writes it) into out[*n]: 0, or -1 with a
  * message in err that names where it came from (`where`). */
@@ -299,6 +308,12 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   inputs *in = state;
   const kt_device_info *dev = &in->dev;
   const int M = in->M, N = in->N, K = in->K;
+  /* ldb = ldc = N at the tuned size; lda = K may be anything.  A variant
+   * that cannot serve those rows is not timed, nor checked here. */
+  if (N % v->align != 0) {
+    kt_tune_result_set(r, &in->p, v, "skipped", "leading dimensions of this problem are not aligned for it");
+    return;
+  }
   /* Correctness first, on fresh shapes that are not tile multiples, with
    * padded leading dimensions: ldb and ldc multiples of the variant's
    * alignment, lda never a multiple of 4 (every variant serves any lda). */
@@ -321,11 +336,6 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   }
   /* Then the tuned size: time it, and check a sample of its outputs. */
   cudaMemset(in->dC, 0xff, (size_t)M * N * 4); /* NaN: an unwritten output shows */
-  const int aligned = N % v->align == 0; /* ldb = ldc = N; lda = K may be anything */
-  if (!aligned) {
-    kt_tune_result_set(r, &in->p, v, "skipped", "leading dimensions of this problem are not aligned for it");
-    return;
-  }
   kt_matmul_args args = {
       M, N, K, 1.0f, 0.0f, in->dA, in->dB, in->dC, K, N, N, dev->sm_count, kt_device_pool(dev->ordinal)};
   double ms = 0;
