@@ -281,6 +281,37 @@ Test(tune_hist, every_distribution_gives_what_it_names)
   cr_expect(kt_tune_hist_dist_known("sorted") && !kt_tune_hist_dist_known("sideways"));
 }
 
+/* Inputs as large as the tuning problems are made and counted on several
+ * threads (tuner/hist.c): the count must be the one-thread count, sorted
+ * must come out sorted, and the chunks must not repeat one another. */
+Test(tune_hist, large_inputs_made_on_threads_count_exactly)
+{
+  const size_t n = ((size_t)1 << 23) + 12345; /* above the threads' threshold, no multiple of a chunk */
+  const long long nbins = 100003;
+  int *s = malloc(sizeof(int) * n);
+  unsigned *got = malloc(sizeof(unsigned) * nbins), *want = calloc(nbins, sizeof(unsigned));
+  cr_assert(s && got && want);
+  for (int d = 0; kt_tune_hist_dists[d]; ++d) {
+    const char *dist = kt_tune_hist_dists[d];
+    kt_rng r = {777 + d};
+    kt_tune_hist_samples(s, n, nbins, dist, &r);
+    memset(want, 0, sizeof(unsigned) * nbins);
+    size_t descents = 0, same_as_first_chunk = 0;
+    for (size_t i = 0; i < n; ++i) {
+      want[s[i] < 0 ? 0 : s[i] >= nbins ? nbins - 1 : s[i]]++;
+      descents += i > 0 && s[i] < s[i - 1];
+      same_as_first_chunk += i >= n / 2 && s[i] == s[i - n / 2];
+    }
+    kt_tune_hist_reference(s, n, nbins, got);
+    cr_expect_arr_eq(got, want, sizeof(unsigned) * nbins, "%s: the threaded count differs", dist);
+    if (!strcmp(dist, "sorted"))
+      cr_expect_eq(descents, 0, "sorted: %zu descents", descents);
+    else if (!strcmp(dist, "uniform"))
+      cr_expect_lt(same_as_first_chunk, n / 1000, "uniform: %zu samples repeat those n/2 before", same_as_first_chunk);
+  }
+  free(s), free(got), free(want);
+}
+
 Test(tune_hist, bad_bins_counts_and_distributions_are_errors)
 {
   kt_problem p[8];

@@ -6,9 +6,11 @@
  * (its kt_tune_family entry, at the end). */
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -35,7 +37,80 @@ static double normalish(uint64_t x)
   return (sum - 2.0) * 1.7320508075688772; /* variance 4/12 -> 1 */
 }
 
+/* ---- inputs and their exact count ---------------------------------------- */
+
+/* A tuning problem's 2^28 samples took seconds on one core to make, sort
+ * and count, per problem: a fifth of make tune.  Inputs of PARALLEL_N or
+ * more samples are made and counted in chunks on up to MAX_THREADS
+ * threads; smaller ones (the checks, the tests) stay on the caller's. */
+#define PARALLEL_N ((size_t)1 << 22)
+#define MAX_THREADS 16
+#define MAX_PARTIAL_BYTES ((size_t)1 << 30) /* the per-thread counts of count_bins, at most */
+
+static int threads_for(size_t n)
+{
+  if (n < PARALLEL_N)
+    return 1;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  long t = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus;
+  if ((size_t)t > n / (PARALLEL_N / 4))
+    t = (long)(n / (PARALLEL_N / 4));
+  return t < 1 ? 1 : (int)t;
+}
+
+/* Runs body(jobs[i]) for i < t, on t - 1 more threads and this one; a
+ * thread that cannot start runs its job here. */
+static void run_all(void *(*body)(void *), void *jobs, size_t job_size, int t)
+{
+  pthread_t th[MAX_THREADS];
+  int started[MAX_THREADS] = {0};
+  for (int i = 1; i < t; ++i)
+    started[i] = pthread_create(&th[i], NULL, body, (char *)jobs + i * job_size) == 0;
+  body(jobs);
+  for (int i = 1; i < t; ++i)
+    if (started[i])
+      pthread_join(th[i], NULL);
+    else
+      body((char *)jobs + i * job_size);
+}
+
+static void fill(int *out, size_t n, long long nbins, const char *dist, kt_rng *r);
+
+typedef struct fill_job {
+  int *out;
+  size_t n;
+  long long nbins;
+  const char *dist;
+  uint64_t seed;
+} fill_job;
+
+static void *fill_body(void *p)
+{
+  fill_job *j = p;
+  kt_rng r = {j->seed};
+  fill(j->out, j->n, j->nbins, j->dist, &r);
+  return NULL;
+}
+
 void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r)
+{
+  const int t = threads_for(n);
+  if (t == 1)
+    fill(out, n, nbins, dist, r);
+  else { /* chunk i from a stream of its own, seeded from r */
+    fill_job jobs[MAX_THREADS];
+    for (int i = 0; i < t; ++i) {
+      const size_t lo = n / t * i, hi = i == t - 1 ? n : n / t * (i + 1);
+      jobs[i] = (fill_job){out + lo, hi - lo, nbins, dist, kt_rng_next(r)};
+    }
+    run_all(fill_body, jobs, sizeof jobs[0], t);
+  }
+  if (dist && strcmp(dist, "sorted") == 0)
+    kt_tune_hist_sort(out, n, nbins);
+}
+
+/* n samples of dist into out, one after another from r (unsorted). */
+static void fill(int *out, size_t n, long long nbins, const char *dist, kt_rng *r)
 {
   const int skewed = dist && strcmp(dist, "skewed") == 0;
   const int normal = dist && strcmp(dist, "normal") == 0;
@@ -68,25 +143,70 @@ void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist,
       s = (long long)((y / 10) % (uint64_t)nbins);
     out[i] = (int)s;
   }
-  if (dist && strcmp(dist, "sorted") == 0)
-    kt_tune_hist_sort(out, n, nbins);
+}
+
+typedef struct count_job {
+  const int *s;
+  size_t n;
+  long long nbins;
+  unsigned *bins; /* zeroed */
+  size_t below, above;
+} count_job;
+
+static void *count_body(void *p)
+{
+  count_job *j = p;
+  for (size_t i = 0; i < j->n; ++i) {
+    const int s = j->s[i];
+    if (s < 0)
+      ++j->below;
+    else if (s >= j->nbins)
+      ++j->above;
+    else
+      ++j->bins[s];
+  }
+  return NULL;
+}
+
+/* bins[b] = the samples in bin b (n < 2^32), *below and *above those
+ * outside [0, nbins); each thread past the first counts into bins of its
+ * own, added up at the end.  -1: out of memory. */
+static int count_bins(const int *s, size_t n, long long nbins, unsigned *bins, size_t *below, size_t *above)
+{
+  int t = threads_for(n);
+  while (t > 1 && (size_t)(t - 1) * (size_t)nbins * sizeof(unsigned) > MAX_PARTIAL_BYTES)
+    --t;
+  count_job jobs[MAX_THREADS];
+  memset(bins, 0, sizeof(unsigned) * (size_t)nbins);
+  for (int i = 0; i < t; ++i) {
+    const size_t lo = n / t * i, hi = i == t - 1 ? n : n / t * (i + 1);
+    jobs[i] = (count_job){s + lo, hi - lo, nbins, i ? calloc((size_t)nbins, sizeof(unsigned)) : bins, 0, 0};
+    if (!jobs[i].bins) {
+      while (--i > 0)
+        free(jobs[i].bins);
+      return -1;
+    }
+  }
+  run_all(count_body, jobs, sizeof jobs[0], t);
+  *below = jobs[0].below, *above = jobs[0].above;
+  for (int i = 1; i < t; ++i) {
+    for (long long b = 0; b < nbins; ++b)
+      bins[b] += jobs[i].bins[b];
+    *below += jobs[i].below, *above += jobs[i].above;
+    free(jobs[i].bins);
+  }
+  return 0;
 }
 
 int kt_tune_hist_sort(int *s, size_t n, long long nbins)
 {
   /* A counting sort by bin: the samples below the range (as -1), then each
    * bin's (as its index), then those above (as nbins): the same counts. */
-  size_t *count = calloc((size_t)nbins, sizeof *count);
-  if (!count)
+  unsigned *count = malloc(sizeof *count * (size_t)nbins);
+  size_t below, above;
+  if (!count || count_bins(s, n, nbins, count, &below, &above) != 0) {
+    free(count);
     return -1;
-  size_t below = 0, above = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (s[i] < 0)
-      ++below;
-    else if (s[i] >= nbins)
-      ++above;
-    else
-      ++count[s[i]];
   }
   size_t k = 0;
   for (size_t i = 0; i < below; ++i)
@@ -102,7 +222,13 @@ int kt_tune_hist_sort(int *s, size_t n, long long nbins)
 
 void kt_tune_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins)
 {
-  memset(bins, 0, sizeof(unsigned) * (size_t)nbins);
+  size_t below, above;
+  if (count_bins(samples, n, nbins, bins, &below, &above) == 0) {
+    bins[0] += (unsigned)below; /* out of range: clamped to the end bins */
+    bins[nbins - 1] += (unsigned)above;
+    return;
+  }
+  memset(bins, 0, sizeof(unsigned) * (size_t)nbins); /* no memory for more threads' counts: one */
   for (size_t i = 0; i < n; ++i) {
     const int s = samples[i];
     bins[s < 0 ? 0 : s >= nbins ? nbins - 1 : s]++;
