@@ -129,7 +129,8 @@ void kt_tune_hist_check(const kt_variant *v, const kt_device_info *dev, long lon
       kt_measure_cuda_failed(out, cudaMemcpy(ds + offset, s, sizeof(int) * n, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemset(dbins, 0xab, sizeof(unsigned) * (size_t)nbins), "cudaMemset"))
     goto done;
-  kt_hist_args a = {ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
+  void *pool = kt_device_pool(dev->ordinal);
+  kt_hist_args a = {ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin, pool};
   if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
       kt_measure_cuda_failed(out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost),
@@ -351,7 +352,8 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     r->m.max_err = c.worst;
     return;
   }
-  kt_hist_args args = {in->ds, n, in->dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
+  void *pool = kt_device_pool(dev->ordinal);
+  kt_hist_args args = {in->ds, n, in->dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin, pool};
   double ms = 0;
   int reps = 0;
   int e = kt_measure_candidate(v, &args, in->flush, in->flush_bytes, best_ms, &ms, &reps);
