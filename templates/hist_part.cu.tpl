@@ -137,7 +137,7 @@ $(name)_count(const int *__restrict__ samples, unsigned long long n, unsigned in
       atomicAdd(&count[j], c[j]);
 }
 
-/* ---- scatter: each sample to its bucket's region ---------------------------- */
+/* ---- scatter: each sample to its bucket's region (the variant's own name) ---- */
 
 /*
  * A tile: thread t ranks the 4 * TILE_V samples of its int4s among the
@@ -152,7 +152,7 @@ $(name)_count(const int *__restrict__ samples, unsigned long long n, unsigned in
  * are adjacent, so the 2-byte stores coalesce.
  */
 extern "C" __global__ void __launch_bounds__(THREADS)
-$(name)_scatter(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
+$(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
                 int w, int nb, const unsigned int *__restrict__ count, unsigned int *__restrict__ cursor,
                 unsigned short *__restrict__ part)
 {
@@ -359,7 +359,7 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   int count_sm = 1, scatter_sm = 1, hist_sm = 1;
   cudaError_t err = kt_launch_prepare(&once_count, (const void *)$(name)_count, 0, 0, THREADS, &count_sm);
   if (err == cudaSuccess)
-    err = kt_launch_prepare(&once_scatter, (const void *)$(name)_scatter, stage_bytes, 0, THREADS, &scatter_sm);
+    err = kt_launch_prepare(&once_scatter, (const void *)$(name), stage_bytes, 0, THREADS, &scatter_sm);
   if (err == cudaSuccess)
     err = kt_launch_prepare(&once_hist, (const void *)$(name)_hist, hist_bytes, 0, HT, &hist_sm);
   if (err != cudaSuccess)
@@ -394,7 +394,7 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
       break;
     $(name)_count<<<(unsigned)hist_grid_blocks(&p, count_sm, 0, THREADS, 2), THREADS, 0, stream>>>(
         p.samples, p.n, a->bins, a->nbins, w, (int)nb, count, off == 0);
-    $(name)_scatter<<<(unsigned)hist_grid_blocks(&p, scatter_sm, scatter_smem, THREADS, TILE_V), THREADS,
+    $(name)<<<(unsigned)hist_grid_blocks(&p, scatter_sm, scatter_smem, THREADS, TILE_V), THREADS,
                       stage_bytes, stream>>>(p.samples, p.n, a->bins, a->nbins, w, (int)nb, count, cursor, part);
     const unsigned per = (unsigned)((p.n + hist_grid - 1) / hist_grid);
     $(name)_hist<<<(unsigned)(hist_grid + nb), HT, hist_bytes, stream>>>(part, a->bins, a->nbins, w, (int)nb,
