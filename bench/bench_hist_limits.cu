@@ -41,6 +41,29 @@
  *     1.78x / 1.74x plain atomics; normal (sigma nbins / 50) 1.74x / 1.63x.
  *     A tile whose samples all fall in one bucket (sorted input) ranks on
  *     one shared counter: it wants a whole-warp test first (not built).
+ *
+ *   part       the library's partition kernel (templates/hist_part.cu.tpl,
+ *              hist_part_*) through its launcher, workspace from the
+ *              device's pool, against memset + plain atomics and ktune's
+ *              global kernel, on five distributions; and once with the
+ *              default pool (which hands the workspace back at every sync).
+ *              KT_BENCH_SECTIONS=part runs it alone.
+ *
+ * H100 (2026-11-23), part, n = 2^28, GB/s (x plain atomics), hist_part_t1024_u2:
+ *              1M            4M            16M
+ *   uniform    556 (1.75x)   528 (1.66x)   475 (5.38x)
+ *   sorted     568 (2.22x)   553 (2.14x)   511 (1.42x)
+ *   normal     483 (1.70x)   548 (1.70x)   541 (1.71x)
+ *   onebin     570 (105x)    568 (104x)    561 (105x)
+ *   halfout    615 (29.6x)   591 (28.5x)   533 (65.3x)
+ *   The pipeline holds in one piece (four launches a piece of 2^27
+ *   samples; count clears the output, the bucket prefix sums are done in
+ *   each block).  With the default pool instead of the device's, which
+ *   maps the 512 MB workspace afresh after every sync, it lost 10-15%
+ *   (uniform 1M 477, 4M 443).  u4 lost 5-12% everywhere, t512_u2 was
+ *   within 2%.  ktune's global kernel (hist_global_t512_a1_m2_l1_u2) still
+ *   leads on sorted input (2768 at 1M, 732 at 16M) and half out of range
+ *   (646 at 1M): there its merged adds are fewer than samples.
  */
 #include <algorithm>
 #include <cooperative_groups.h>
