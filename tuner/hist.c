@@ -320,12 +320,16 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
   return in;
 }
 
-/* fits() said no: either v cannot run here at all, or its shared-memory
- * counters for this many bins exceed what a block may have. */
+/* fits() said no: either v cannot run here at all, or the partition does
+ * not serve this many bins, or its shared-memory counters for them exceed
+ * what a block may have. */
 static void unfit(const kt_variant *v, const kt_device_info *dev, const kt_problem *p, char *buf, size_t len)
 {
   if (!kt_variant_runs_on(v, dev))
     snprintf(buf, len, "cannot run on this device");
+  else if (v->banded == 2)
+    snprintf(buf, len, "partitions %lld to %lld bins here (kt_hist_part_buckets), not %lld",
+             kt_hist_part_width(dev->smem_optin) + 1, kt_hist_max_nbins(v, dev), p->nbins);
   else
     snprintf(buf, len,
              "cannot serve %lld bins here: its counters need %lld B of shared memory per block, the device "
