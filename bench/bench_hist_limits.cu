@@ -41,11 +41,36 @@
  *     1.78x / 1.74x plain atomics; normal (sigma nbins / 50) 1.74x / 1.63x.
  *     A tile whose samples all fall in one bucket (sorted input) ranks on
  *     one shared counter: it wants a whole-warp test first (not built).
+ *
+ *   part       the library's partition kernel (templates/hist_part.cu.tpl,
+ *              hist_part_*) through its launcher, workspace from the
+ *              device's pool, against memset + plain atomics and ktune's
+ *              global kernel, on five distributions; and once with the
+ *              default pool (which hands the workspace back at every sync).
+ *              KT_BENCH_SECTIONS=part runs it alone.
+ *
+ * H100 (2026-11-23), part, n = 2^28, GB/s (x plain atomics), hist_part_t1024_u2:
+ *              1M            4M            16M
+ *   uniform    556 (1.75x)   528 (1.66x)   475 (5.38x)
+ *   sorted     568 (2.22x)   553 (2.14x)   511 (1.42x)
+ *   normal     483 (1.70x)   548 (1.70x)   541 (1.71x)
+ *   onebin     570 (105x)    568 (104x)    561 (105x)
+ *   halfout    615 (29.6x)   591 (28.5x)   533 (65.3x)
+ *   The pipeline holds in one piece (four launches a piece of 2^27
+ *   samples; count clears the output, the bucket prefix sums are done in
+ *   each block).  With the default pool instead of the device's, which
+ *   maps the 512 MB workspace afresh after every sync, it lost 10-15%
+ *   (uniform 1M 477, 4M 443).  u4 lost 5-12% everywhere, t512_u2 was
+ *   within 2%.  ktune's global kernel (hist_global_t512_a1_m2_l1_u2) still
+ *   leads on sorted input (2768 at 1M, 732 at 16M) and half out of range
+ *   (646 at 1M): there its merged adds are fewer than samples.
  */
 #include <algorithm>
 #include <cooperative_groups.h>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "bench_common.h"
@@ -64,7 +89,9 @@ static __device__ __forceinline__ uint64_t mix(uint64_t x)
   return x ^ (x >> 33);
 }
 
-/* dist 0 uniform (1/512 below and above the range), 1 normal (sigma nbins / 50), 2 one bin. */
+/* dist 0 uniform (1/512 below and above the range), 1 normal (sigma nbins / 50), 2 one bin, 3 sorted
+ * (uniform over the bins, in order, the first and last 1/1024 out of range), 4 half out of range (the
+ * rest uniform). */
 __global__ void make_input(int *s, size_t n, int nbins, int dist, uint64_t seed)
 {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -72,6 +99,10 @@ __global__ void make_input(int *s, size_t n, int nbins, int dist, uint64_t seed)
     long long v;
     if (dist == 2)
       v = nbins / 3;
+    else if (dist == 3)
+      v = i < n / 1024 ? -1 : i >= n - n / 1024 ? nbins : (long long)((unsigned __int128)i * nbins / n);
+    else if (dist == 4 && (x & 1) == 0)
+      v = (x & 2) ? -1 - (long long)(y % 1000) : nbins + (long long)(y % 1000);
     else if ((x & 1023) == 0)
       v = -1 - (long long)(y % 1000);
     else if ((x & 1023) == 1)
@@ -318,7 +349,17 @@ static long long differ(const std::vector<unsigned> &a, const std::vector<unsign
   return bad;
 }
 
-static const char *kDist[] = {"uniform", "normal", "onebin"};
+static const char *kDist[] = {"uniform", "normal", "onebin", "sorted", "halfout"};
+
+/* KT_BENCH_SECTIONS=rates,small,l2fit,partition,part picks sections (default: all). */
+static bool section(const char *name)
+{
+  const char *env = getenv("KT_BENCH_SECTIONS");
+  if (!env || !*env)
+    return true;
+  const std::string list = std::string(",") + env + ",", key = std::string(",") + name + ",";
+  return list.find(key) != std::string::npos;
+}
 
 int main(int argc, char **argv)
 {
@@ -365,13 +406,14 @@ int main(int argc, char **argv)
       *ms = NAN;
       return false;
     }
-    kt_hist_args a = {ds, n, db, nbins, d.info.sm_count, d.info.smem_per_sm, d.info.smem_optin};
+    kt_hist_args a = {ds, n, db, nbins, d.info.sm_count, d.info.smem_per_sm, d.info.smem_optin, nullptr};
     auto f = [&]() -> int { return v->launch(&a, 0); };
     *ms = time_ms(f);
     return true;
   };
 
   /* ---- rates ---- */
+  if (section("rates")) {
   printf("\n== rates: plain global atomics, n = %zu uniform (G atomics/s = samples / kernel time)\n", nmax);
   printf("%10s %10s %10s %10s %10s\n", "bins", "memset us", "kernel us", "GB/s all", "Gatom/s");
   for (int nbins : {65536, 262144, 1 << 20, 1 << 22, 1 << 24}) {
@@ -384,9 +426,11 @@ int main(int argc, char **argv)
     const double tm = time_ms(ms_set), tk = time_ms(kern), ta = time_ms(plain(nmax, nbins));
     printf("%10d %10.1f %10.1f %10.1f %10.1f\n", nbins, tm * 1e3, tk * 1e3, 4.0 * nmax / ta / 1e6, nmax / tk / 1e6);
   }
+  }
 
   /* ---- small n ---- */
   const size_t ns = 1 << 20;
+  if (section("small")) {
   printf("\n== small n: n = 2^20 uniform; microseconds per call (GB/s)\n");
   static const char *gvars[] = {"hist_global_t256_a0_m0_l0_u2", "hist_global_t256_a0_m1_l0_u2", "hist_global_t512_a0_m1_l0_u2",
                                 "hist_global_t512_a1_m0_l0_u2", "hist_global_t256_a0_m1_l1_u2", "hist_global_t512_a0_m1_l1_u2"};
@@ -440,8 +484,10 @@ int main(int argc, char **argv)
     proto(proto_atomics<1024, true>, 1024, true, true, "t1024 full clear");
     proto(proto_atomics<512, true>, 512, true, false, "t512 1/thread clear");
   }
+  }
 
   /* ---- l2fit ---- */
+  if (section("l2fit")) {
   printf("\n== l2fit: 16M bins, n = %zu; GB/s\n", nmax);
   static const char *lvars[] = {"hist_global_t512_a0_m1_l1_u2", "hist_global_t256_a0_m1_l1_u2",
                                 "hist_global_t512_a1_m0_l1_u2", "hist_global_t512_a0_m1_l0_u2"};
@@ -458,8 +504,10 @@ int main(int argc, char **argv)
     }
     printf("\n");
   }
+  }
 
   /* ---- partition ---- */
+  if (section("partition")) {
   printf("\n== partition prototype: n = %zu, W bins a bucket; ms per phase, GB/s of the whole, x plain\n", nmax);
   uint16_t *dpart;
   unsigned long long *dcount, *dcursor, *dstart;
@@ -509,6 +557,47 @@ int main(int argc, char **argv)
              "(%.0f GB/s)\n",
              kDist[dist], nbins, nb, t1, t2, t3, ta, 4.0 * nmax / ta / 1e6, tp / ta, 4.0 * nmax / tp / 1e6);
     }
+  }
+
+  /* ---- part: the library's partition kernel (hist_part_*) ---- */
+  if (section("part")) {
+    printf("\n== part: hist_part_* through its launcher (workspace from the device's pool), n = %zu; GB/s, "
+           "x plain (memset + plain atomics)\n",
+           nmax);
+    static const char *pvars[] = {"hist_part_t1024_u2", "hist_part_t1024_u4", "hist_part_t512_u2", "hist_part_t512_u4",
+                                  "hist_global_t512_a1_m2_l1_u2"};
+    void *pool = kt_device_pool(d.info.ordinal);
+    printf("%-8s %9s %7s", "dist", "bins", "plain");
+    for (const char *g : pvars)
+      printf(" %22s", g + 5);
+    printf(" %14s\n", "t1024_u2 nopool");
+    for (int dist : {0, 3, 1, 2, 4})
+      for (int nbins : {1 << 20, 1 << 22, 1 << 24}) {
+        const std::vector<unsigned> ref = input(nmax, nbins, dist);
+        const double tp = time_ms(plain(nmax, nbins));
+        printf("%-8s %9d %7.0f", kDist[dist], nbins, 4.0 * nmax / tp / 1e6);
+        for (const char *g : pvars) {
+          const kt_variant *v = kt_registry_find(g, &d.info);
+          if (!v) {
+            printf(" %22s", "-");
+            continue;
+          }
+          kt_hist_args a = {ds, nmax, db, nbins, d.info.sm_count, d.info.smem_per_sm, d.info.smem_optin, pool};
+          BENCH_CUDA(cudaMemset(db, 0xab, (size_t)nbins * sizeof(unsigned)));
+          const double t = time_ms([&]() -> int { return v->launch(&a, 0); });
+          check(g, ref, nbins);
+          printf(" %14.0f (%4.2fx)", 4.0 * nmax / t / 1e6, tp / t);
+        }
+        {
+          const kt_variant *v = kt_registry_find(pvars[0], &d.info);
+          kt_hist_args a = {ds, nmax, db, nbins, d.info.sm_count, d.info.smem_per_sm, d.info.smem_optin, nullptr};
+          const double t = v ? time_ms([&]() -> int { return v->launch(&a, 0); }) : NAN;
+          printf(" %8.0f (%4.2fx)", 4.0 * nmax / t / 1e6, tp / t);
+        }
+        printf("\n");
+        fflush(stdout);
+      }
+  }
   printf("\n%s\n", bad_total ? "SOME COUNTS WRONG" : "all counts equal plain atomics");
   return bad_total ? 1 : 0;
 }

@@ -15,7 +15,7 @@ registry.VERSION = "2.0"
 -- code is written for: the one place it is stated on this side.  Every
 -- generated C and CUDA file carries abi_guard(), so a mismatch fails the
 -- build instead of linking structs of another layout.
-registry.ABI = 6
+registry.ABI = 7
 
 function registry.abi_guard()
   return ('#include "kt_variant.h"\n#if KT_ABI_VERSION != %d\n' ..

@@ -28,6 +28,13 @@ long long kt_hist_smem(const kt_variant *v, const kt_device_info *d, long long n
   long long s = (long long)v->smem_static + v->smem_dynamic;
   if (v->counter_bits == 0)
     return s;
+  /* The partition: one bucket's bins; where it does not serve
+   * (kt_hist_part_buckets), more than the device has. */
+  if (v->banded == 2) {
+    if (kt_hist_part_buckets(nbins, d->smem_optin) == 0)
+      return s + d->smem_optin + 1;
+    return s + kt_hist_part_width(d->smem_optin) * 4;
+  }
   if (v->banded) { /* one band's bins; more bands than the kernel takes need more than the device has */
     const long long bands = kt_hist_bands(nbins, d->smem_optin, v->counter_bits);
     if (bands == 0)
@@ -50,6 +57,8 @@ long long kt_hist_max_nbins(const kt_variant *v, const kt_device_info *d)
     return 0;
   if (v->counter_bits == 0)
     return INT_MAX;
+  if (v->banded == 2) /* serves from one bucket's bins up to this, not below */
+    return kt_hist_part_width(d->smem_optin) * KT_HIST_PART_MAX_BUCKETS;
   /* The formula is monotonic in nbins: bisect for the last that fits. */
   long long lo = 0, hi = INT_MAX;
   while (lo < hi) {
@@ -214,6 +223,7 @@ int kt_histogram(kt_context *c, const int32_t *samples, uint64_t n, uint32_t *bi
   if (!v)
     return KT_ERR_NO_VARIANT;
   const kt_device_info *d = kt_context_device(c);
-  kt_hist_args a = {(const int *)samples, n, bins, (int)nbins, d->sm_count, d->smem_per_sm, d->smem_optin};
+  kt_hist_args a = {(const int *)samples, n, bins, (int)nbins, d->sm_count, d->smem_per_sm, d->smem_optin,
+                    kt_context_pool(c)};
   return kt_context_launch(c, v, &a, stream);
 }

@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
-#define KT_ABI_VERSION 6
+#define KT_ABI_VERSION 7
 
 #ifdef __cplusplus
 extern "C" {
@@ -48,6 +48,7 @@ typedef struct kt_hist_args {
   int sm_count;    /* multiprocessors, for the persistent grid */
   int smem_per_sm; /* shared memory per multiprocessor, bytes */
   int smem_optin;  /* most dynamic shared memory one block may opt in to */
+  void *pool;      /* cudaMemPool_t for scratch (the partition kernel's); NULL = the device's default */
 } kt_hist_args;
 
 /* Dynamic shared memory of one histogram block that holds its share of
@@ -75,6 +76,35 @@ static inline long long kt_hist_bands(long long nbins, long long smem_optin, int
   const long long bands = fit > 0 ? (nbins + fit - 1) / fit : KT_HIST_MAX_BANDS + 1;
   return bands <= KT_HIST_MAX_BANDS ? bands : 0;
 }
+
+/* The partition kernel (templates/hist_part.cu.tpl) cuts the bins into
+ * buckets of kt_hist_part_width bins, as many 32-bit counters as one block's
+ * shared memory holds (multiples of 1024, at most 65536: a sample is stored
+ * as its 16-bit offset in its bucket), at most KT_HIST_PART_MAX_BUCKETS of
+ * them (one a thread of a 1024-thread block, in shared memory).  When all
+ * the bins fit one bucket the shared-memory kernel counts them in one pass,
+ * so the partition serves only more.  kt_hist_part_buckets returns the
+ * number of buckets, or 0 where it does not serve.  The one formula, for the
+ * launcher and the runtime. */
+#define KT_HIST_PART_MAX_BUCKETS 1024
+static inline long long kt_hist_part_width(long long smem_optin)
+{
+  const long long w = (smem_optin - 256) / 4 / 1024 * 1024; /* 256: the kernel's static shared memory */
+  if (w < 2 * KT_HIST_PART_MAX_BUCKETS) /* the counters' space first holds two tables of the buckets */
+    return 0;
+  return w < 65536 ? w : 65536;
+}
+static inline long long kt_hist_part_buckets(long long nbins, long long smem_optin)
+{
+  const long long w = kt_hist_part_width(smem_optin);
+  if (w <= 0 || nbins <= w)
+    return 0;
+  const long long nb = (nbins + w - 1) / w;
+  return nb <= KT_HIST_PART_MAX_BUCKETS ? nb : 0;
+}
+/* It holds its workspace (2 bytes a sample) for at most this many samples
+ * at a time, and counts longer inputs a piece at a time. */
+#define KT_HIST_PART_PIECE (1ll << 27)
 
 /* Workspace split-K: K is cut into at most `split` chunks of whole BK
  * steps, with a workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of
@@ -177,8 +207,9 @@ typedef struct kt_variant {
                               this many floats (A is read 4 bytes at a time) */
   int counter_bits;        /* hist: bits per shared-memory counter; 0 = none */
   int copies;              /* hist: copies of the bins a block holds */
-  int banded;              /* hist: splits the bins into bands that fit, so
-                              serves any nbins */
+  int banded;              /* hist: 1 splits the bins into bands that fit
+                              (kt_hist_bands); 2 partitions the samples into
+                              buckets of bins that fit (kt_hist_part_buckets) */
   int blocks_per_sm;       /* the space's estimate of blocks resident on one
                               multiprocessor of the target; 0 = unknown */
   int default_rank;        /* 0, or preference among the untuned defaults */

@@ -59,6 +59,15 @@ return {
           function(v) return v.agg == 0 or v.merge ~= 1 end },
         { "merge 2 leaves the rest to agg", function(v) return v.agg == 1 or v.merge ~= 2 end },
       },
+      prune = {
+        -- At every tuned problem the best 256-thread variant was within 1% of
+        -- the best 512-thread one (3.135 against 3.140 ms at 262144 uniform
+        -- bins, its best case; 3.599 against 3.586 at 16M), and every global
+        -- variant is measured at every problem: make tune's time goes to the
+        -- partition kernel instead.
+        { H100("256 threads were within 1% of 512 at every tuned problem; kept: 512"),
+          function(v) return v.threads == 512 end },
+      },
     },
     {
       algo = "smem",
@@ -141,6 +150,37 @@ return {
         v.counter_bits, v.copies, v.banded = v.cw, 1, 1
         v.cluster, v.min_cc = 1, 0
       end,
+    },
+    {
+      algo = "part",
+      template = "templates/hist_part.cu.tpl",
+      doc = "past one block's shared memory: count the samples per bucket of bins that fit it, scatter each " ..
+        "to its bucket's region of a workspace as a 16-bit offset, then count each region in shared memory",
+      params = {
+        { "threads", { 512, 1024 }, "threads per block of the count and scatter kernels", tag = "t" },
+        { "ipt", { 2, 4 }, "int4 loads each thread has in flight per scatter tile (threads x ipt x 4 samples)",
+          tag = "u" },
+      },
+      derive = function(v)
+        -- 32-bit counters of a bucket's bins fill the block's shared memory,
+        -- whatever the device has (kt_hist_part_width, runtime/kt_variant.h)
+        v.smem_static, v.smem_dynamic = 0, 0
+        v.counter_bits, v.copies, v.banded = 32, 1, 2
+        v.cluster, v.min_cc = 1, 0
+        v.stage = 2 * 2 * v.threads * v.ipt * 4 -- bytes of the scatter's staging area
+      end,
+      constraints = {
+        { "the scatter's staging area and its three 4 KB tables fit a block's shared memory",
+          function(v, t) return v.stage + 3 * 4096 + 132 <= t.smem_optin end },
+      },
+      prune = {
+        -- bench/bench_hist_limits.cu (part), n = 2^28, 1M to 16M bins, six
+        -- distributions: t1024_u2 made 475-615 GB/s; t512_u2 was within 2%
+        -- of it, the u4 variants (one 1024-thread scatter block an SM, 61
+        -- registers) 5-12% slower everywhere.
+        { H100("t1024_u2 led or was within 2% in every cell of bench_hist_limits' part section; kept: it"),
+          function(v) return v.threads == 1024 and v.ipt == 2 end },
+      },
     },
   },
 

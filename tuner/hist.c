@@ -255,7 +255,8 @@ void kt_tune_hist_check(const kt_variant *v, const kt_device_info *dev, long lon
       kt_measure_cuda_failed(out, cudaMemcpy(ds + offset, s, sizeof(int) * n, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemset(dbins, 0xab, sizeof(unsigned) * (size_t)nbins), "cudaMemset"))
     goto done;
-  kt_hist_args a = {ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
+  void *pool = kt_device_pool(dev->ordinal);
+  kt_hist_args a = {ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin, pool};
   if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
       kt_measure_cuda_failed(out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost),
@@ -445,12 +446,16 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
   return in;
 }
 
-/* fits() said no: either v cannot run here at all, or its shared-memory
- * counters for this many bins exceed what a block may have. */
+/* fits() said no: either v cannot run here at all, or the partition does
+ * not serve this many bins, or its shared-memory counters for them exceed
+ * what a block may have. */
 static void unfit(const kt_variant *v, const kt_device_info *dev, const kt_problem *p, char *buf, size_t len)
 {
   if (!kt_variant_runs_on(v, dev))
     snprintf(buf, len, "cannot run on this device");
+  else if (v->banded == 2)
+    snprintf(buf, len, "partitions %lld to %lld bins here (kt_hist_part_buckets), not %lld",
+             kt_hist_part_width(dev->smem_optin) + 1, kt_hist_max_nbins(v, dev), p->nbins);
   else
     snprintf(buf, len,
              "cannot serve %lld bins here: its counters need %lld B of shared memory per block, the device "
@@ -477,7 +482,8 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     r->m.max_err = c.worst;
     return;
   }
-  kt_hist_args args = {in->ds, n, in->dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin};
+  void *pool = kt_device_pool(dev->ordinal);
+  kt_hist_args args = {in->ds, n, in->dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin, pool};
   double ms = 0;
   int reps = 0;
   int e = kt_measure_candidate(v, &args, in->flush, in->flush_bytes, best_ms, &ms, &reps);

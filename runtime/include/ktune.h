@@ -172,7 +172,9 @@ KT_API int kt_matmul_ex(kt_context *ctx, const kt_matmul_desc *desc, kt_stream s
 
 /* bins[b] = count of samples s with clamp(s, 0, nbins - 1) == b, for the n
  * int32 device samples; bins (nbins uint32 on the device) is overwritten.
- * n may be 0 (bins are zeroed) and at most 2^32 - 1.  Safe to call from
+ * n may be 0 (bins are zeroed) and at most 2^32 - 1.  Past one block's
+ * shared memory it may take scratch (2 bytes a sample, at most 256 MB) from
+ * the device's memory pool, as kt_matmul_ex does.  Safe to call from
  * several threads on one context. */
 KT_API int kt_histogram(kt_context *ctx, const int32_t *samples, uint64_t n, uint32_t *bins, int64_t nbins,
                         kt_stream stream);

@@ -1,0 +1,406 @@
+@ -- SPDX-License-Identifier: MIT
+@ -- templates/hist_part.cu.tpl: the histogram family's partition kernel.
+@ -- bins[clamp(s, 0, nbins - 1)] += 1 for every sample; the output is overwritten.  The space
+@ -- (templates/hist.space.lua) sets the values used below; templates/hist_common.cuh holds what they share.
+#include "kt_launch.h"
+#include "hist_common.cuh"
+
+constexpr int THREADS = $(threads); // threads per block of the count and scatter kernels
+constexpr int TILE_V = $(ipt);      // int4 each thread loads and ranks per scatter tile
+constexpr int TILE = THREADS * TILE_V * 4; // samples per scatter tile
+constexpr int HT = 1024;            // threads per block of the per-bucket count
+constexpr int MAXB = KT_HIST_PART_MAX_BUCKETS;
+constexpr unsigned FULL = 0xffffffffu;
+
+/*
+ * Partition: past one block's shared memory every other kernel adds one
+ * global atomic per sample, and the L2 does about 80 G of those a second
+ * (H100).  Here no sample costs a global atomic.  The bins are cut into nb
+ * buckets of w bins (kt_hist_part_width: as many 32-bit counters as one
+ * block's shared memory holds), and three kernels run per piece of the
+ * input (kt_hist_part_* in runtime/kt_variant.h):
+ *   count    samples per bucket, in shared memory (read bandwidth); it also
+ *            clears the output;
+ *   scatter  each tile of TILE samples is ranked by bucket in shared memory,
+ *            reserves its share of each bucket's region of the workspace
+ *            with one global atomic per bucket, and writes each sample there
+ *            as its 16-bit offset in the bucket;
+ *   hist     each block counts a slice of one bucket's region into shared
+ *            counters (16-byte loads, 8 samples each) and writes them out.
+ * The workspace holds 2 bytes a sample, from the runtime's pool.
+ *
+ * The end bins, where every out-of-range sample lands, never enter the
+ * partition: the scatter counts them in registers and adds them once per
+ * warp (half the samples out of range would otherwise rank on two shared
+ * counters).  So do the at most 6 samples before the first and after the
+ * last whole int4.  Both add to the output directly, after count cleared it.
+ */
+
+/* Exclusive prefix sum of in[0..nb) into out[0..nb) (they may alias: every
+ * read comes after the first barrier and before the second, every write
+ * after the third), by a block of T threads, MAXB / T entries each; returns
+ * the total.  wsum: 33 words.  Every thread of the block calls it. */
+template <int T>
+static __device__ unsigned scan_excl(const unsigned *in, unsigned *out, int nb, unsigned *wsum)
+{
+  constexpr int PER = (MAXB + T - 1) / T;
+  const int base = threadIdx.x * PER, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads(); // in[] is complete, and the last call's readers of wsum are done
+  unsigned v[PER], sum = 0;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    v[k] = base + k < nb ? in[base + k] : 0u;
+    sum += v[k];
+  }
+  unsigned incl = sum;
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const unsigned y = __shfl_up_sync(FULL, incl, d);
+    if (lane >= d)
+      incl += y;
+  }
+  if (lane == 31)
+    wsum[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const unsigned ws = lane < T / 32 ? wsum[lane] : 0u;
+    unsigned wi = ws;
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const unsigned y = __shfl_up_sync(FULL, wi, d);
+      if (lane >= d)
+        wi += y;
+    }
+    wsum[lane] = wi - ws;
+    if (lane == 31)
+      wsum[32] = wi;
+  }
+  __syncthreads();
+  unsigned run = wsum[warp] + incl - sum;
+#pragma unroll
+  for (int k = 0; k < PER; ++k)
+    if (base + k < nb) {
+      out[base + k] = run;
+      run += v[k];
+    }
+  __syncthreads();
+  return wsum[32];
+}
+
+/* The samples as int4 from the first 16-byte boundary on: `head` (at most
+ * 3) samples before, nvec int4, and the rest (at most 3) after. */
+struct body_t {
+  unsigned long long head, nvec, tail;
+};
+static __device__ __forceinline__ body_t body_of(const int *samples, unsigned long long n)
+{
+  body_t b;
+  b.head = min((unsigned long long)(((16 - ((uintptr_t)samples & 15)) & 15) / 4), n);
+  b.nvec = (n - b.head) / 4;
+  b.tail = b.head + b.nvec * 4;
+  return b;
+}
+
+/* ---- count: samples per bucket -------------------------------------------- */
+
+extern "C" __global__ void __launch_bounds__(THREADS)
+$(name)_count(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
+              int w, int nb, unsigned int *__restrict__ count, int clear)
+{
+  __shared__ unsigned c[MAXB];
+  const unsigned long long stride = (unsigned long long)gridDim.x * THREADS;
+  const unsigned long long gtid = (unsigned long long)blockIdx.x * THREADS + threadIdx.x;
+  if (clear)
+    for (unsigned long long b = gtid; b < (unsigned long long)nbins; b += stride)
+      bins[b] = 0;
+  for (int i = threadIdx.x; i < nb; i += THREADS)
+    c[i] = 0;
+  __syncthreads();
+  auto add = [&](int b, unsigned inc) {
+    if (b != 0 && b != nbins - 1) // the end bins stay out of the partition
+      atomicAdd(&c[(unsigned)b / (unsigned)w], inc);
+  };
+  const body_t bd = body_of(samples, n);
+  const int4 *body = reinterpret_cast<const int4 *>(samples + bd.head);
+  // Two loads in flight; runs of one bin (sorted input) add once (count4).
+  unsigned long long i = gtid;
+  for (; i + stride < bd.nvec; i += 2 * stride) {
+    const int4 x = __ldcs(body + i), y = __ldcs(body + i + stride);
+    count4<1>(x, nbins, add);
+    count4<1>(y, nbins, add);
+  }
+  if (i < bd.nvec)
+    count4<1>(__ldcs(body + i), nbins, add);
+  __syncthreads();
+  for (int j = threadIdx.x; j < nb; j += THREADS)
+    if (c[j])
+      atomicAdd(&count[j], c[j]);
+}
+
+/* ---- scatter: each sample to its bucket's region (the variant's own name) ---- */
+
+/*
+ * A tile: thread t ranks the 4 * TILE_V samples of its int4s among the
+ * tile's samples of the same bucket with a shared atomic on the bucket's
+ * counter (the old value is its rank).  When a whole warp's samples fall in
+ * one bucket (sorted input, one hot bin, a bucket's worth of runs), 32 such
+ * atomics on one counter would serialise, so the first lane adds 32 once
+ * and each lane takes its rank from it.  Then the tile's buckets are laid
+ * out in order in the staging area (a prefix sum of the counters), each
+ * bucket reserves its place in its region with one global atomic on its
+ * cursor, and the staged samples go out in order: the samples of one bucket
+ * are adjacent, so the 2-byte stores coalesce.
+ */
+extern "C" __global__ void __launch_bounds__(THREADS)
+$(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
+                int w, int nb, const unsigned int *__restrict__ count, unsigned int *__restrict__ cursor,
+                unsigned short *__restrict__ part)
+{
+  __shared__ unsigned start[MAXB]; // each bucket's region: the buckets before it
+  __shared__ unsigned cnt[MAXB];   // the tile's samples of each bucket, then where they start in the stage
+  __shared__ unsigned base[MAXB];  // region index of the stage's index 0, for each bucket's samples
+  __shared__ unsigned wsum[33];
+  extern __shared__ unsigned short stage[]; // [2 * TILE]: offsets, then bucket numbers
+  unsigned short *const stage_b = stage + TILE;
+  const int lane = threadIdx.x & 31;
+
+  for (int b = threadIdx.x; b < nb; b += THREADS)
+    start[b] = count[b];
+  scan_excl<THREADS>(start, start, nb, wsum);
+
+  const body_t bd = body_of(samples, n);
+  const int4 *body = reinterpret_cast<const int4 *>(samples + bd.head);
+  unsigned first = 0, last = 0; // this thread's samples in bins 0 and nbins - 1
+  const unsigned long long tiles = (bd.nvec + (unsigned long long)THREADS * TILE_V - 1) / ((unsigned long long)THREADS * TILE_V);
+  for (unsigned long long tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (int b = threadIdx.x; b < nb; b += THREADS)
+      cnt[b] = 0;
+    __syncthreads();
+    int key[TILE_V * 4]; // bucket << 16 | offset in the bucket; -1: none
+    unsigned rank[TILE_V * 4];
+#pragma unroll
+    for (int v = 0; v < TILE_V; ++v) {
+      const unsigned long long i = tile * THREADS * TILE_V + (unsigned long long)v * THREADS + threadIdx.x;
+      const bool in = i < bd.nvec;
+      const int4 x = in ? __ldcs(body + i) : make_int4(0, 0, 0, 0);
+      const int s[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int b = clamp_bin(s[k], nbins);
+        int bk = -1, kk = -1;
+        if (in) {
+          if (b == 0)
+            ++first;
+          else if (b == nbins - 1)
+            ++last;
+          else {
+            bk = (int)((unsigned)b / (unsigned)w);
+            kk = bk << 16 | (b - bk * w);
+          }
+        }
+        // Every lane gets here (the loop bounds are the block's): the whole-warp test.
+        const int lead = __shfl_sync(FULL, bk, 0);
+        unsigned r = 0;
+        if (__all_sync(FULL, bk == lead)) {
+          if (lead >= 0) {
+            unsigned r0 = 0;
+            if (lane == 0)
+              r0 = atomicAdd(&cnt[lead], 32u);
+            r = __shfl_sync(FULL, r0, 0) + lane;
+          }
+        } else if (bk >= 0)
+          r = atomicAdd(&cnt[bk], 1u);
+        key[4 * v + k] = kk;
+        rank[4 * v + k] = r;
+      }
+    }
+    // cnt[] turns into where each bucket's samples start in the stage.
+    const unsigned total = scan_excl<THREADS>(cnt, base, nb, wsum);
+    for (int b = threadIdx.x; b < nb; b += THREADS) { // each entry read and written by one thread
+      const unsigned c = cnt[b], pos = base[b];
+      cnt[b] = pos;
+      if (c) // wraps below 0 while pos > the region's index: the sum with p below does not
+        base[b] = start[b] + atomicAdd(&cursor[b], c) - pos;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < TILE_V * 4; ++k)
+      if (key[k] >= 0) {
+        const int bk = key[k] >> 16;
+        const unsigned p = cnt[bk] + rank[k];
+        stage[p] = (unsigned short)(key[k] & 0xffff);
+        stage_b[p] = (unsigned short)bk;
+      }
+    __syncthreads();
+    for (unsigned p = threadIdx.x; p < total; p += THREADS)
+      part[base[stage_b[p]] + p] = stage[p];
+    // The next tile writes cnt and the stage only after two barriers.
+  }
+
+  // The samples before the first int4 and after the last, straight to the output.
+  if (blockIdx.x == 0)
+    for (int h = 0; h < 2; ++h) { // h = 0: the head, 1: the tail
+      if (threadIdx.x >= (h ? n - bd.tail : bd.head))
+        continue;
+      const int b = clamp_bin(samples[(h ? bd.tail : 0) + threadIdx.x], nbins);
+      if (b == 0)
+        ++first;
+      else if (b == nbins - 1)
+        ++last;
+      else
+        atomicAdd(&bins[b], 1u);
+    }
+  first = __reduce_add_sync(FULL, first);
+  last = __reduce_add_sync(FULL, last);
+  if (lane == 0) {
+    if (first)
+      atomicAdd(&bins[0], first);
+    if (last)
+      atomicAdd(&bins[nbins - 1], last);
+  }
+}
+
+/* ---- hist: each bucket's region in shared memory ---------------------------- */
+
+/*
+ * Block x takes one slice of one bucket: a bucket of c samples is cut into
+ * ceil(c / per) slices, so no block counts more than per samples, and the
+ * slices number at most the grid's blocks (G + nb, G = n / per).  Blocks
+ * past the last slice return.
+ */
+extern "C" __global__ void __launch_bounds__(HT)
+$(name)_hist(const unsigned short *__restrict__ part, unsigned int *__restrict__ bins, int nbins, int w, int nb,
+             const unsigned int *__restrict__ count, unsigned per)
+{
+  extern __shared__ unsigned sb[]; // [w]; first start[MAXB] and slice[MAXB] (w >= 2 * MAXB)
+  unsigned *const start = sb, *const slice = sb + MAXB;
+  __shared__ unsigned wsum[33];
+  __shared__ int mine;
+  for (int b = threadIdx.x; b < nb; b += HT) {
+    const unsigned c = count[b];
+    start[b] = c;
+    slice[b] = (c + per - 1) / per;
+  }
+  if (threadIdx.x == 0)
+    mine = -1;
+  scan_excl<HT>(start, start, nb, wsum);
+  const unsigned slices = scan_excl<HT>(slice, slice, nb, wsum);
+  if (blockIdx.x >= slices)
+    return; // the whole block
+  for (int b = threadIdx.x; b < nb; b += HT) {
+    const unsigned end = b + 1 < nb ? slice[b + 1] : slices;
+    if (slice[b] <= blockIdx.x && blockIdx.x < end)
+      mine = b;
+  }
+  __syncthreads();
+  const int b = mine;
+  const unsigned k = (b + 1 < nb ? slice[b + 1] : slices) - slice[b], j = blockIdx.x - slice[b];
+  const unsigned long long c = count[b];
+  const unsigned long long s0 = start[b] + c * j / k, s1 = start[b] + c * (j + 1) / k;
+  __syncthreads(); // the tables are read: the counters take their place
+  for (int q = threadIdx.x; q < w; q += HT)
+    sb[q] = 0;
+  __syncthreads();
+
+  // 16-byte loads of 8 offsets from the first 8-aligned index on; a load of
+  // 8 equal offsets (a run) adds once.
+  const unsigned long long a0 = min(s1, (s0 + 7) & ~7ull), a1 = max(a0, s1 & ~7ull);
+  for (unsigned long long i = s0 + threadIdx.x; i < a0; i += HT)
+    atomicAdd(&sb[part[i]], 1u);
+  const uint4 *vin = reinterpret_cast<const uint4 *>(part + a0);
+  const unsigned long long nv = (a1 - a0) / 8;
+  for (unsigned long long i = threadIdx.x; i < nv; i += HT) {
+    const uint4 x = __ldcs(vin + i);
+    if (x.x == x.y && x.y == x.z && x.z == x.w && (x.x >> 16) == (x.x & 0xffffu)) {
+      atomicAdd(&sb[x.x & 0xffffu], 8u);
+    } else {
+      atomicAdd(&sb[x.x & 0xffffu], 1u), atomicAdd(&sb[x.x >> 16], 1u);
+      atomicAdd(&sb[x.y & 0xffffu], 1u), atomicAdd(&sb[x.y >> 16], 1u);
+      atomicAdd(&sb[x.z & 0xffffu], 1u), atomicAdd(&sb[x.z >> 16], 1u);
+      atomicAdd(&sb[x.w & 0xffffu], 1u), atomicAdd(&sb[x.w >> 16], 1u);
+    }
+  }
+  for (unsigned long long i = a1 + threadIdx.x; i < s1; i += HT)
+    atomicAdd(&sb[part[i]], 1u);
+  __syncthreads();
+  // A bucket of one slice is this block's alone in this kernel: its bins
+  // take a plain add (what count cleared and the scatter's direct adds are
+  // there: earlier kernels).  The end bins' counters stay 0.
+  const int lo = b * w;
+  for (int q = threadIdx.x; q < w && lo + q < nbins; q += HT) {
+    const unsigned v = sb[q];
+    if (!v)
+      continue;
+    if (k == 1)
+      bins[lo + q] += v;
+    else
+      atomicAdd(&bins[lo + q], v);
+  }
+}
+
+/* ---- the launcher ----------------------------------------------------------- */
+
+/* Launcher: takes the workspace from the pool, then per piece of at most
+ * KT_HIST_PART_PIECE samples clears the bucket counters and runs count,
+ * scatter and hist; the first piece's count clears the output. */
+extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
+{
+  const kt_hist_args *a = (const kt_hist_args *)args;
+  const long long nb = kt_hist_part_buckets(a->nbins, a->smem_optin);
+  if (nb == 0)
+    return (int)cudaErrorInvalidValue;
+  if (a->n == 0)
+    return (int)cudaMemsetAsync(a->bins, 0, (size_t)a->nbins * sizeof(unsigned int), stream);
+  const int w = (int)kt_hist_part_width(a->smem_optin);
+  const size_t stage_bytes = 2 * TILE * sizeof(unsigned short), hist_bytes = (size_t)w * sizeof(unsigned int);
+
+  // Blocks per SM by threads and registers, and the opt-ins, once per device.
+  static kt_launch_once once_count, once_scatter, once_hist;
+  int count_sm = 1, scatter_sm = 1, hist_sm = 1;
+  cudaError_t err = kt_launch_prepare(&once_count, (const void *)$(name)_count, 0, 0, THREADS, &count_sm);
+  if (err == cudaSuccess)
+    err = kt_launch_prepare(&once_scatter, (const void *)$(name), stage_bytes, 0, THREADS, &scatter_sm);
+  if (err == cudaSuccess)
+    err = kt_launch_prepare(&once_hist, (const void *)$(name)_hist, hist_bytes, 0, HT, &hist_sm);
+  if (err != cudaSuccess)
+    return (int)err;
+  // The scatter's static tables (4 KB a table) count against its share of the SM.
+  const size_t scatter_smem = stage_bytes + 3 * MAXB * sizeof(unsigned) + 33 * sizeof(unsigned);
+  const size_t hist_smem = hist_bytes + 34 * sizeof(unsigned);
+  int by_smem = (int)((size_t)a->smem_per_sm / (hist_smem + 1024));
+  if (by_smem < hist_sm)
+    hist_sm = by_smem;
+  if (hist_sm < 1)
+    return (int)cudaErrorInvalidValue; // the runtime's width leaves room: not reached
+  const long long hist_grid = (long long)a->sm_count * hist_sm;
+
+  const unsigned long long piece = a->n < (unsigned long long)KT_HIST_PART_PIECE ? a->n : KT_HIST_PART_PIECE;
+  const size_t tables = 2 * MAXB * sizeof(unsigned int);
+  void *ws = NULL;
+  const size_t ws_bytes = tables + (size_t)piece * sizeof(unsigned short) + 16;
+  err = a->pool ? cudaMallocFromPoolAsync(&ws, ws_bytes, (cudaMemPool_t)a->pool, stream)
+                : cudaMallocAsync(&ws, ws_bytes, stream);
+  if (err != cudaSuccess)
+    return (int)err;
+  unsigned int *count = (unsigned int *)ws, *cursor = count + MAXB;
+  unsigned short *part = (unsigned short *)((char *)ws + tables); // 16-byte aligned: tables is 8 KB
+
+  for (unsigned long long off = 0; off < a->n && err == cudaSuccess; off += piece) {
+    kt_hist_args p = *a;
+    p.samples = a->samples + off;
+    p.n = a->n - off < piece ? a->n - off : piece;
+    err = cudaMemsetAsync(count, 0, tables, stream);
+    if (err != cudaSuccess)
+      break;
+    $(name)_count<<<(unsigned)hist_grid_blocks(&p, count_sm, 0, THREADS, 2), THREADS, 0, stream>>>(
+        p.samples, p.n, a->bins, a->nbins, w, (int)nb, count, off == 0);
+    $(name)<<<(unsigned)hist_grid_blocks(&p, scatter_sm, scatter_smem, THREADS, TILE_V), THREADS,
+                      stage_bytes, stream>>>(p.samples, p.n, a->bins, a->nbins, w, (int)nb, count, cursor, part);
+    const unsigned per = (unsigned)((p.n + hist_grid - 1) / hist_grid);
+    $(name)_hist<<<(unsigned)(hist_grid + nb), HT, hist_bytes, stream>>>(part, a->bins, a->nbins, w, (int)nb,
+                                                                         count, per);
+    err = cudaGetLastError();
+  }
+  const cudaError_t f = cudaFreeAsync(ws, stream);
+  return (int)(err != cudaSuccess ? err : f);
+}
