@@ -48,7 +48,7 @@ return {
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
         { "occ", { 1, 2 }, "blocks per SM: 2 overlaps one block's prologue and epilogue with the other's loop",
           tag = "o" },
-        { "split", { 1, 4 }, "most chunks K is split into where the tiles fill less than half a wave " ..
+        { "split", { 1, 4, 16 }, "most chunks K is split into where the tiles fill less than half a wave " ..
           "(deterministic workspace reduction)", tag = "k" },
       },
       derive = function(v, t)
@@ -107,8 +107,11 @@ return {
           "(4096x4096x256 bf16 46.3 us against 128x256's 41.5; 1024^3 11.6 against 10.5)"),
           function(v) return v.occ == 1 end },
         { H100("split K: 128x256 split 4 ways took 24.7 us at 1000^3 bf16 against 17.0 unsplit and 12.6 for " ..
-          "128x128; split 2 ways 78.7 us at 8192x128x8192 against 63.1 for 64x128 unsplit"),
-          function(v) return v.split == 1 end },
+          "128x128; split 2 ways 78.7 us at 8192x128x8192 against 63.1 for 64x128 unsplit; but one 64x128 " ..
+          "block per tile left 131 of 132 SMs idle at 64x64x65536 (2 TFLOP/s against cuBLAS's 33), so 64x128 " ..
+          "splits up to 16 ways (one block sums the slots: more would cost more than they save): at the shapes " ..
+          "above its tiles fill half a wave and it does not split"),
+          function(v) return (v.split == 1 and v.bm == 128) or (v.split == 16 and v.bm == 64) end },
       },
     },
     {

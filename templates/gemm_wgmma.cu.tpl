@@ -312,8 +312,9 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
         for (int v = 0; v < V; ++v) {
           const float4 *p = slots + ((c * MI + mi) * V + v) * 128 + t;
           float4 sum = __ldcg(p);
-#pragma unroll
-          for (int s = 1; s < SPLIT; ++s)
+          /* Up to 8 slots fully unrolled and predicated; more, 8 at a time. */
+#pragma unroll 8
+          for (int s = 1; s < (SPLIT <= 8 ? SPLIT : splits); ++s)
             if (s < splits) {
               const float4 x = __ldcg(p + (long long)s * SLOT);
               sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
