@@ -150,8 +150,9 @@ typedef struct kt_gemm_args {
 /* Into how many chunks a gemm kernel that may split K `split` ways splits
  * it (1: not at all), for `blocks` tiles (times the batch) of `ktiles` k
  * slices, `occ` blocks per SM: only where the blocks fall short of half a
- * wave, so that the chunks fill it, and each chunk keeps at least 4 k
- * slices to pipeline; then as evenly as whole slices allow, no chunk empty.
+ * wave, so that the chunks fill it, and each chunk keeps at least 32 k
+ * slices, to pay for the split path's fixed cost (workspace, the sum; about
+ * 8 us on an H100); then as evenly as whole slices allow, no chunk empty.
  * The launchers and dispatch's cost model (runtime/gemm.c) both use it. */
 static inline int kt_gemm_splits(long long blocks, int ktiles, int sm_count, int occ, int split)
 {
@@ -160,8 +161,8 @@ static inline int kt_gemm_splits(long long blocks, int ktiles, int sm_count, int
   long long s = (long long)sm_count * occ / blocks;
   if (s > split)
     s = split;
-  if (s > ktiles / 4)
-    s = ktiles / 4;
+  if (s > ktiles / 32) /* 512^3 bf16 on an H100: 16 us split 2 ways, 8 us not */
+    s = ktiles / 32;
   if (s < 1)
     return 1;
   const long long per = (ktiles + s - 1) / s;
