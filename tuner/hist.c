@@ -170,22 +170,22 @@ static void *count_body(void *p)
 
 /* bins[b] = the samples in bin b (n < 2^32), *below and *above those
  * outside [0, nbins); each thread past the first counts into bins of its
- * own, added up at the end.  -1: out of memory. */
-static int count_bins(const int *s, size_t n, long long nbins, unsigned *bins, size_t *below, size_t *above)
+ * own, added up at the end.  Where those cannot be had, fewer threads
+ * count (at least this one): it never fails. */
+static void count_bins(const int *s, size_t n, long long nbins, unsigned *bins, size_t *below, size_t *above)
 {
   int t = threads_for(n);
   while (t > 1 && (size_t)(t - 1) * (size_t)nbins * sizeof(unsigned) > MAX_PARTIAL_BYTES)
     --t;
   count_job jobs[MAX_THREADS];
   memset(bins, 0, sizeof(unsigned) * (size_t)nbins);
+  jobs[0].bins = bins;
+  for (int i = 1; i < t; ++i)
+    if (!(jobs[i].bins = calloc((size_t)nbins, sizeof(unsigned))))
+      t = i;
   for (int i = 0; i < t; ++i) {
     const size_t lo = n / t * i, hi = i == t - 1 ? n : n / t * (i + 1);
-    jobs[i] = (count_job){s + lo, hi - lo, nbins, i ? calloc((size_t)nbins, sizeof(unsigned)) : bins, 0, 0};
-    if (!jobs[i].bins) {
-      while (--i > 0)
-        free(jobs[i].bins);
-      return -1;
-    }
+    jobs[i] = (count_job){s + lo, hi - lo, nbins, jobs[i].bins, 0, 0};
   }
   run_all(count_body, jobs, sizeof jobs[0], t);
   *below = jobs[0].below, *above = jobs[0].above;
@@ -195,7 +195,6 @@ static int count_bins(const int *s, size_t n, long long nbins, unsigned *bins, s
     *below += jobs[i].below, *above += jobs[i].above;
     free(jobs[i].bins);
   }
-  return 0;
 }
 
 int kt_tune_hist_sort(int *s, size_t n, long long nbins)
@@ -204,10 +203,9 @@ int kt_tune_hist_sort(int *s, size_t n, long long nbins)
    * bin's (as its index), then those above (as nbins): the same counts. */
   unsigned *count = malloc(sizeof *count * (size_t)nbins);
   size_t below, above;
-  if (!count || count_bins(s, n, nbins, count, &below, &above) != 0) {
-    free(count);
+  if (!count)
     return -1;
-  }
+  count_bins(s, n, nbins, count, &below, &above);
   size_t k = 0;
   for (size_t i = 0; i < below; ++i)
     s[k++] = -1;
@@ -223,16 +221,9 @@ int kt_tune_hist_sort(int *s, size_t n, long long nbins)
 void kt_tune_hist_reference(const int *samples, size_t n, long long nbins, unsigned *bins)
 {
   size_t below, above;
-  if (count_bins(samples, n, nbins, bins, &below, &above) == 0) {
-    bins[0] += (unsigned)below; /* out of range: clamped to the end bins */
-    bins[nbins - 1] += (unsigned)above;
-    return;
-  }
-  memset(bins, 0, sizeof(unsigned) * (size_t)nbins); /* no memory for more threads' counts: one */
-  for (size_t i = 0; i < n; ++i) {
-    const int s = samples[i];
-    bins[s < 0 ? 0 : s >= nbins ? nbins - 1 : s]++;
-  }
+  count_bins(samples, n, nbins, bins, &below, &above);
+  bins[0] += (unsigned)below; /* out of range: clamped to the end bins */
+  bins[nbins - 1] += (unsigned)above;
 }
 
 void kt_tune_hist_check(const kt_variant *v, const kt_device_info *dev, long long nbins, size_t n, int offset,
