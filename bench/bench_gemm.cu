@@ -39,6 +39,7 @@
 
 #include "bench_common.h"
 #include "gemm_common.cuh"
+#include "kt_internal.h"
 #include "matmul_check.cuh"
 
 struct gcase {
@@ -50,11 +51,6 @@ struct gcase {
 static const char *type_name(kt_dtype t)
 {
   return t == KT_TF32 ? "tf32" : t == KT_BF16 ? "bf16" : t == KT_F16 ? "f16" : "f32";
-}
-
-static size_t elem_bytes(kt_dtype t)
-{
-  return t == KT_BF16 || t == KT_F16 ? 2 : 4;
 }
 
 /* Random inputs, never zero: TF32 full FP32 values in (-1, 1); the 16-bit
@@ -237,7 +233,7 @@ int main(int argc, char **argv)
 
   for (const gcase &c : cases) {
     const int M = c.m, N = c.n, K = c.k, nb = c.batch;
-    const size_t es = elem_bytes(c.type), na = (size_t)M * K, nbb = (size_t)K * N, nc = (size_t)M * N;
+    const size_t es = (size_t)kt_gemm_elem_bytes(c.type), na = (size_t)M * K, nbb = (size_t)K * N, nc = (size_t)M * N;
     void *A, *B;
     float *C_kt, *C_ref;
     BENCH_CUDA(cudaMalloc(&A, na * nb * es));

@@ -129,11 +129,6 @@ const kt_family_ops kt_gemm_ops = {
 
 /* ---- the selection rule ------------------------------------------------- */
 
-static int elem_bytes_of(int type)
-{
-  return type == KT_BF16 || type == KT_F16 ? 2 : 4;
-}
-
 const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long N, long long K, long long layout)
 {
   const double lm = log((double)M), ln = log((double)N), lk = log((double)K);
@@ -184,7 +179,7 @@ static double cost(const kt_variant *v, const kt_device_info *d, int type, long 
   const int bm = param_int(v, "bm"), bn = param_int(v, "bn"), occ = param_int(v, "occ"), split = param_int(v, "split");
   if (bm <= 0 || bn <= 0 || occ <= 0 || d->sm_count <= 0)
     return 0;
-  const long long bk = 128 / elem_bytes_of(type);
+  const long long bk = 128 / kt_gemm_elem_bytes(type);
   const long long blocks = (M + bm - 1) / bm * ((N + bn - 1) / bn) * batch;
   const long long ktiles = (K + bk - 1) / bk;
   const int splits = kt_gemm_splits(blocks, ktiles > INT_MAX ? INT_MAX : (int)ktiles, d->sm_count, occ, split);
@@ -281,7 +276,7 @@ static int check(const kt_matmul_desc *x)
    * last element of entry b. */
   if (x->batch > 1 && x->stride_c < (x->M - 1) * x->ldc + x->N)
     return KT_ERR_BAD_STRIDE;
-  const int es = elem_bytes_of((int)x->type);
+  const int es = kt_gemm_elem_bytes((int)x->type);
   int64_t e;
   int rc = span(ar, ac, x->lda, x->batch, x->stride_a, es, &e);
   if (rc == KT_OK)

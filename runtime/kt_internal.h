@@ -415,6 +415,11 @@ KT_INTERNAL const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long lon
 KT_INTERNAL extern const kt_family_ops kt_gemm_ops;
 /* "f32", "tf32", "bf16", "f16": the type's name in variant names; "?" else. */
 KT_INTERNAL const char *kt_gemm_type_name(int type);
+/* Bytes of one input element of a kt_dtype (BF16, FP16: 2; FP32, TF32: 4). */
+static inline int kt_gemm_elem_bytes(int type)
+{
+  return type == KT_BF16 || type == KT_F16 ? 2 : 4;
+}
 /* May v serve a gemm call of this input type (kt_dtype) on d? */
 KT_INTERNAL int kt_gemm_serves(const kt_variant *v, const kt_device_info *d, int type);
 /* A gemm problem's layout dim (dim[3]): the input type and op pair in one

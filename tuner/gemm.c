@@ -94,7 +94,7 @@ void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt
   memset(out, 0, sizeof *out);
   kt_rng r = {seed};
   const int type = cs->type, M = cs->M, N = cs->N, K = cs->K, nb = cs->batch;
-  const int es = type == KT_BF16 || type == KT_F16 ? 2 : 4;
+  const int es = kt_gemm_elem_bytes(type);
   /* Stored shapes, padded leading dimensions, batch strides with a gap. */
   const long long ar = cs->op_a ? K : M, ac = cs->op_a ? M : K, br = cs->op_b ? N : K, bc = cs->op_b ? K : N;
   const long long lda = ac + cs->pad, ldb = bc + cs->pad, ldc = N + 3;
@@ -287,7 +287,7 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
   in->op_a = (int)(p->dim[3] >> 1) & 1, in->op_b = (int)p->dim[3] & 1;
   in->lda = in->op_a ? M : K, in->ldb = in->op_b ? K : N;
   kt_rng r = {seed};
-  const size_t na = (size_t)M * K, nb = (size_t)K * N, es = type == KT_BF16 || type == KT_F16 ? 2 : 4;
+  const size_t na = (size_t)M * K, nb = (size_t)K * N, es = (size_t)kt_gemm_elem_bytes(type);
   in->hA = malloc(na * 4);
   in->hB = malloc(nb * 4);
   in->flush_bytes = kt_measure_flush_bytes(dev);
