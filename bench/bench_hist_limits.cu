@@ -51,19 +51,22 @@
  *
  * H100 (2026-11-23), part, n = 2^28, GB/s (x plain atomics), hist_part_t1024_u2:
  *              1M            4M            16M
- *   uniform    556 (1.75x)   528 (1.66x)   475 (5.38x)
- *   sorted     568 (2.22x)   553 (2.14x)   511 (1.42x)
- *   normal     483 (1.70x)   548 (1.70x)   541 (1.71x)
- *   onebin     570 (105x)    568 (104x)    561 (105x)
- *   halfout    615 (29.6x)   591 (28.5x)   533 (65.3x)
+ *   uniform    565 (1.78x)   541 (1.70x)   487 (5.52x)
+ *   sorted    2291 (9.00x)  2198 (8.41x)  1968 (5.45x)
+ *   normal     503 (1.76x)   555 (1.72x)   552 (1.74x)
+ *   onebin    2326 (427x)   2314 (425x)   2203 (413x)
+ *   halfout    632 (30.4x)   606 (29.2x)   545 (66.7x)
  *   The pipeline holds in one piece (four launches a piece of 2^27
- *   samples; count clears the output, the bucket prefix sums are done in
- *   each block).  With the default pool instead of the device's, which
- *   maps the 512 MB workspace afresh after every sync, it lost 10-15%
- *   (uniform 1M 477, 4M 443).  u4 lost 5-12% everywhere, t512_u2 was
- *   within 2%.  ktune's global kernel (hist_global_t512_a1_m2_l1_u2) still
- *   leads on sorted input (2768 at 1M, 732 at 16M) and half out of range
- *   (646 at 1M): there its merged adds are fewer than samples.
+ *   samples; the bucket prefix sums are done in each block).  Sorted and
+ *   one-bin input made 511-570 until count learned to add runs straight to
+ *   the output (a warp's part of a tile whose adds would be at most a
+ *   quarter of its samples): ktune's global kernel, which had led there
+ *   (hist_global_t512_a1_m2_l1_u2: 2768 at 1M sorted, 732 at 16M), now
+ *   leads only at 1M and 4M sorted (2768, 2532), by 15-20%, and loses 1.6x
+ *   on uniform.  With the default pool instead of the device's, which maps
+ *   the 512 MB workspace afresh after every sync, it lost 10-45% (uniform
+ *   1M 454, sorted 1M 1188).  u4 lost 5-12% everywhere, t512_u2 was within
+ *   2% (before the direct adds).
  */
 #include <algorithm>
 #include <cooperative_groups.h>

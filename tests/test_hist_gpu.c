@@ -201,6 +201,54 @@ Test(hist_gpu, the_partition_is_exact_when_one_bucket_takes_every_sample)
   cr_log_info("%d partition checks", checked);
 }
 
+/* The partition's count adds runs of equal bins straight to the output and
+ * leaves the rest of a warp's samples to the scatter, warp by warp of each
+ * tile (templates/hist_part.cu.tpl): input whose runs (1 to 600 samples of
+ * one bin, some out of range) alternate with scattered samples at about a
+ * warp's share of a tile takes both paths in most tiles, and side by side
+ * in many; every sample must count once, from a misaligned start. */
+Test(hist_gpu, the_partition_is_exact_where_runs_and_scattered_samples_alternate)
+{
+  static const long long nbins[] = {(1 << 20) + 5, (1 << 23) + 9};
+  kt_rng r = {fresh_seed()};
+  const size_t n = ((size_t)1 << 23) + kt_rng_next(&r) % 4096;
+  int *s = malloc(sizeof(int) * (n + 4)), *ds;
+  unsigned *ref = malloc(sizeof(unsigned) * (1 << 24)), *got = malloc(sizeof(unsigned) * (1 << 24)), *db;
+  cr_assert(s && ref && got);
+  CUDA_OK(cudaMalloc((void **)&ds, sizeof(int) * (n + 4)));
+  CUDA_OK(cudaMalloc((void **)&db, sizeof(unsigned) * (1 << 24)));
+  int checked = 0;
+  for (size_t b = 0; b < sizeof nbins / sizeof nbins[0]; ++b) {
+    const long long nb = nbins[b];
+    for (size_t i = 0; i < n;) {
+      const size_t len = 1 + kt_rng_next(&r) % 600;
+      const int run = kt_rng_next(&r) % 2, bin = (int)(kt_rng_next(&r) % (uint64_t)(nb + 20)) - 10;
+      for (size_t j = 0; j < len && i < n; ++j, ++i)
+        s[i] = run ? bin : (int)(kt_rng_next(&r) % (uint64_t)(nb + 20)) - 10;
+    }
+    kt_tune_hist_reference(s, n, nb, ref);
+    const int off = 1 + (int)(kt_rng_next(&r) % 3);
+    CUDA_OK(cudaMemcpy(ds + off, s, sizeof(int) * n, cudaMemcpyHostToDevice));
+    for (int i = 0; i < kt_registry_count; ++i) {
+      const kt_variant *v = &kt_registry[i];
+      if (v->family != KT_FAMILY_HIST || strcmp(v->algo, "part") != 0 || !fits(v, nb))
+        continue;
+      kt_hist_args a = {ds + off, n, db, (int)nb, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin, NULL};
+      CUDA_OK(cudaMemset(db, 0xab, sizeof(unsigned) * nb));
+      cr_assert_eq(v->launch(&a, 0), cudaSuccess, "%s", v->name);
+      CUDA_OK(cudaMemcpy(got, db, sizeof(unsigned) * nb, cudaMemcpyDeviceToHost));
+      long long wrong = 0;
+      for (long long k = 0; k < nb; ++k)
+        wrong += got[k] != ref[k];
+      cr_expect_eq(wrong, 0, "%s, %lld bins, offset %d: %lld bins wrong", v->name, nb, off, wrong);
+      ++checked;
+    }
+  }
+  cr_assert_gt(checked, 0);
+  cudaFree(ds), cudaFree(db);
+  free(s), free(ref), free(got);
+}
+
 /* kt_histogram of host samples s[0..n) copied to an offset of `off` ints. */
 static void dispatched(kt_context *ctx, const int *s, size_t n, int off, long long nbins, char *variant)
 {
