@@ -31,8 +31,11 @@ constexpr int L2FIT = $(l2fit); // 1: one pass per range of the touched bins tha
  * When the bins outgrow the L2, each atomic would miss it and cost a read
  * and a write of DRAM.  So the launcher runs up to `passes` passes, each over
  * a range of bins whose counters fit half the L2 (`fit` bins): every pass
- * reads all the samples and adds those in its range [lo, hi), whose counters
- * stay in L2.  What fits depends on the bins the samples touch, not on nbins:
+ * clears its range [lo, hi), reads all the samples and adds those in it,
+ * while its counters stay in L2.  (Clearing every range up front would
+ * leave all but the last out of L2: at n = 2^20 and 16M bins, where the
+ * clear costs more than the adds, that ran no faster than a memset and
+ * plain atomics.)  What fits depends on the bins the samples touch, not on nbins:
  * samples concentrated in a few percent of the bins (a narrow normal) touch
  * few enough for one pass, and further passes would only read the input
  * again.  So every block plans the passes alike (plan_passes) from a probe of
@@ -140,21 +143,21 @@ extern "C" __global__ void __launch_bounds__(THREADS)
 $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__restrict__ bins, int nbins,
         int pass, int passes, long long fit)
 {
-  if (pass == 0) { // the first pass clears (cooperative launch: see above)
-    const unsigned long long stride = (unsigned long long)gridDim.x * THREADS;
-    for (unsigned long long b = (unsigned long long)blockIdx.x * THREADS + threadIdx.x; b < (unsigned long long)nbins;
-         b += stride)
-      bins[b] = 0;
-    cg::this_grid().sync();
-  }
-@ if l2fit == 1 then
   int lo = 0, hi = nbins;
+@ if l2fit == 1 then
   if (passes > 1) {
     plan_passes(samples, n, nbins, pass, passes, fit, &lo, &hi);
     if (lo >= hi) // an empty pass: every block of it sees the same plan
       return;
   }
 @ end
+  { // the pass clears its bins (cooperative launch: see above), which then stay in L2 for its adds
+    const unsigned long long stride = (unsigned long long)gridDim.x * THREADS;
+    for (unsigned long long b = lo + (unsigned long long)blockIdx.x * THREADS + threadIdx.x; b < (unsigned long long)hi;
+         b += stride)
+      bins[b] = 0;
+    cg::this_grid().sync();
+  }
   unsigned int first = 0, last = 0; // this thread's counts of bins 0 and nbins - 1
   auto add = [&](int b, unsigned int inc) {
 @ if l2fit == 1 then
@@ -182,7 +185,7 @@ $(name)(const int *__restrict__ samples, unsigned long long n, unsigned int *__r
 }
 
 /* Launcher: starts a persistent grid that fills the GPU once (fewer blocks
- * when n is small: one int4 a thread), whose first pass clears the output. */
+ * when n is small: one int4 a thread), each pass of which clears its bins. */
 extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
 {
   const kt_hist_args *a = (const kt_hist_args *)args;
@@ -222,7 +225,6 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     err = cudaLaunchKernelEx(&cfg, $(name), a->samples, a->n, a->bins, a->nbins, pass, passes, fit);
     if (err != cudaSuccess)
       return (int)err;
-    cfg.numAttrs = 0; // only the first pass has a barrier
   }
   return (int)cudaSuccess;
 @ else
