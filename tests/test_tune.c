@@ -233,14 +233,17 @@ Test(tune_hist, every_distribution_of_a_problem_comes_next_to_the_others)
 Test(tune_hist, the_default_problems_parse)
 {
   kt_problem p[64];
-  /* 256 to 16M bins at 2^28 samples and three at 2^20, each on uniform and on sorted samples */
-  cr_assert_eq(problems("histogram", NULL, NULL, NULL, p, 64), 20);
+  /* 256 to 16M bins at 2^28 samples and five at 2^20, each on uniform and on sorted samples */
+  cr_assert_eq(problems("histogram", NULL, NULL, NULL, p, 64), 24);
   cr_expect_eq(p[0].nsamples, 1ll << 28);
   cr_expect_str_eq(p[0].dist, "uniform");
   cr_expect_str_eq(p[1].dist, "sorted");
   cr_expect_eq(p[13].nbins, 1ll << 24);
   cr_expect_eq(p[14].nbins, 65536);
   cr_expect_eq(p[14].nsamples, 1ll << 20);
+  cr_expect_eq(p[23].nbins, 1ll << 24);
+  cr_expect_eq(p[23].nsamples, 1ll << 20);
+  cr_expect_str_eq(p[23].dist, "sorted");
 }
 
 /* What each distribution promises (tuner/hist.h), on the CPU. */

@@ -281,13 +281,14 @@ int kt_tune_hist_guide_layout(const kt_variant *v)
 
 /* ---- `ktune tune`: problems and the summary ------------------------------ */
 
-/* The default tuning set: bin counts from 256 to 16M at n = 2^28, and three
- * at n = 2^20 (where flushing per-block copies of many bins costs more than
- * the samples: dispatch breaks ties in nbins by n), each on uniform samples
+/* The default tuning set: bin counts from 256 to 16M at n = 2^28, and five
+ * from 64K up at n = 2^20 (where flushing per-block copies of many bins, or
+ * clearing them, costs more than the samples: dispatch breaks ties in nbins
+ * by n), each on uniform samples
  * and on sorted ones (runs of equal bins: what punishes a kernel whose lanes
  * collide on one counter).  Skewed input ranks like uniform on an H100
  * (bench/reference/README.md), so it is left out to keep make tune short. */
-#define DEFAULT_BINS "256,4096,65536,262144,1048576,4194304,16777216,65536:1048576,262144:1048576,1048576:1048576"
+#define DEFAULT_BINS "256,4096,65536,262144,1048576,4194304,16777216,65536:1048576,262144:1048576,1048576:1048576,4194304:1048576,16777216:1048576"
 #define DEFAULT_N "268435456"
 #define DEFAULT_DISTS "uniform,sorted"
 #define MAX_DISTS 8
