@@ -23,12 +23,15 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kt_internal.h"
+#include "registry.h"
 
 _Static_assert((int)KT_F32 == (int)KT_GEMM_F32 && (int)KT_TF32 == (int)KT_GEMM_TF32 && (int)KT_BF16 == (int)KT_GEMM_BF16 &&
                    (int)KT_F16 == (int)KT_GEMM_F16,
@@ -171,12 +174,48 @@ static int param_int(const kt_variant *v, const char *key)
   return 0;
 }
 
+/* What the model reads of a variant, from its parameters.  An untuned call
+ * prices every ranked variant twice, so the registry's values are parsed
+ * once per process (pthread_once), not by name at every call; without the
+ * table's memory they are parsed per call. */
+typedef struct geometry {
+  int bm, bn, occ, split;
+} geometry;
+
+static geometry *geometries;
+static pthread_once_t geometries_once = PTHREAD_ONCE_INIT;
+
+static geometry parse_geometry(const kt_variant *v)
+{
+  return (geometry){param_int(v, "bm"), param_int(v, "bn"), param_int(v, "occ"), param_int(v, "split")};
+}
+
+static void build_geometries(void)
+{
+  geometry *g = malloc((size_t)(kt_registry_count > 0 ? kt_registry_count : 1) * sizeof *g);
+  if (!g)
+    return;
+  for (int i = 0; i < kt_registry_count; ++i)
+    g[i] = parse_geometry(&kt_registry[i]);
+  geometries = g;
+}
+
+static geometry geometry_of(const kt_variant *v)
+{
+  pthread_once(&geometries_once, build_geometries);
+  const ptrdiff_t i = v - kt_registry;
+  if (geometries && i >= 0 && i < kt_registry_count)
+    return geometries[i];
+  return parse_geometry(v);
+}
+
 /* The model's cost of v on M x N x K x batch of `type`, or 0 where v has
  * no such model (the CUDA-core fallback). */
 static double cost(const kt_variant *v, const kt_device_info *d, int type, long long M, long long N, long long K,
                    long long batch)
 {
-  const int bm = param_int(v, "bm"), bn = param_int(v, "bn"), occ = param_int(v, "occ"), split = param_int(v, "split");
+  const geometry g = geometry_of(v);
+  const int bm = g.bm, bn = g.bn, occ = g.occ, split = g.split;
   if (bm <= 0 || bn <= 0 || occ <= 0 || d->sm_count <= 0)
     return 0;
   const long long bk = 128 / kt_gemm_elem_bytes(type);
