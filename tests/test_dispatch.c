@@ -707,6 +707,83 @@ Test(dispatch, predictions_never_pick_a_variant_that_cannot_serve_the_call)
   kt_close(ctx);
 }
 
+/* What an H100's make tune measured (ms) for the short-K kernels and a
+ * 4-byte-copy warp-tiled kernel at the tuned shapes of K <= 256 near the
+ * calls below, and, in the comments of the test, what bench_matmul_random
+ * measured at those calls with every variant timed. */
+static const struct {
+  const char *problem, *variant;
+  double ms;
+} h100_short_k[] = {
+    {"2048x2047x8", "matmul_direct_64x128x16_tt8x4", 0.014},
+    {"2048x2047x8", "matmul_direct_64x128x32_tt8x4", 0.016},
+    {"2048x2047x8", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.018432},
+    {"2048x8191x64", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.0876},
+    {"2048x8191x64", "matmul_direct_64x128x32_tt8x4", 0.107216},
+    {"2048x8191x64", "matmul_direct_64x128x16_tt8x4", 0.10952},
+    {"4096x256x4", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.00624},
+    {"4096x256x4", "matmul_direct_64x128x16_tt8x4", 0.006304},
+    {"4096x256x4", "matmul_direct_64x128x32_tt8x4", 0.007328},
+    {"4096x256x16", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.006656},
+    {"4096x256x16", "matmul_direct_64x128x16_tt8x4", 0.007904},
+    {"4096x256x16", "matmul_direct_64x128x32_tt8x4", 0.008592},
+    {"4096x256x256", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.024192},
+    {"4096x4096x4", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.030304},
+    {"4096x4096x4", "matmul_direct_64x128x16_tt8x4", 0.031712},
+    {"4096x4096x4", "matmul_direct_64x128x32_tt8x4", 0.037136},
+    {"4096x4096x16", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.035712},
+    {"4096x4096x16", "matmul_direct_64x128x16_tt8x4", 0.040928},
+    {"4096x4096x16", "matmul_direct_64x128x32_tt8x4", 0.047328},
+    {"4096x16x16", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.005056},
+    {"4096x16x16", "matmul_direct_64x128x16_tt8x4", 0.00704},
+    {"4096x16x16", "matmul_direct_64x128x32_tt8x4", 0.008032},
+    {"16384x16384x64", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 1.28563},
+    {"16384x16384x64", "matmul_direct_64x128x32_tt8x4", 1.5433},
+    {"16384x16384x64", "matmul_direct_64x128x16_tt8x4", 1.5735},
+};
+
+static void tune_h100_short_k(const char *path, const kt_device_info *dev)
+{
+  const size_t n = sizeof h100_short_k / sizeof h100_short_k[0];
+  for (size_t i = 0; i < n;) {
+    const char *key = h100_short_k[i].problem;
+    kt_problem p;
+    cr_assert_eq(kt_matmul_ops.parse(key, &p), KT_OK, "%s", key);
+    kt_measurement m[8];
+    int c = 0;
+    for (; i < n && strcmp(h100_short_k[i].problem, key) == 0 && c < 8; ++i, ++c) {
+      const kt_variant *v = kt_registry_find(h100_short_k[i].variant, NULL);
+      cr_assert_not_null(v, "the registry lacks %s: measure this fixture anew", h100_short_k[i].variant);
+      m[c] = kt_test_measure(v, p, "ok", h100_short_k[i].ms);
+    }
+    cr_assert_eq(kt_test_tune(path, dev, m, c, p), c);
+  }
+}
+
+/* The short-K kernel has no pipeline, so its time grows with K faster
+ * than a pipelined kernel's: it wins at a K of a few steps, but not at a
+ * K of 58, where calibrating it on K 8 and 16 as if those were padded to
+ * its BK of 32 made it look cheapest (it measured 0.0227 ms there, the
+ * warp-tiled kernel 0.0173). */
+Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  tune_h100_short_k(path, &dev);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  /* Rows not float4-aligned, as in the suite. */
+  kt_choice c = matmul_choice(ctx, 7180, 258, 58, A16, 59, 260, 258);
+  cr_assert_str_eq(c.variant, "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", "got %s", c.variant);
+  /* K 7 and 10: the 64x128x16 short-K kernel (measured 0.0076 and 0.0197
+   * ms against 0.0101 and 0.0271). */
+  c = matmul_choice(ctx, 4719, 262, 7, A16, 9, 262, 264);
+  cr_assert_str_eq(c.variant, "matmul_direct_64x128x16_tt8x4", "got %s", c.variant);
+  c = matmul_choice(ctx, 11433, 529, 10, A16, 11, 529, 529);
+  cr_assert_str_eq(c.variant, "matmul_direct_64x128x16_tt8x4", "got %s", c.variant);
+  kt_close(ctx);
+}
+
 /* Tuned gemm problems are keyed by shape and layout (input type and op
  * pair): a call takes its own layout's nearest shape, another op pair of
  * its type only when its layout was not tuned, another type last. */
