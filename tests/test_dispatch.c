@@ -711,10 +711,12 @@ Test(dispatch, predictions_never_pick_a_variant_that_cannot_serve_the_call)
  * 4-byte-copy warp-tiled kernel at the tuned shapes of K <= 256 near the
  * calls below, and, in the comments of the test, what bench_matmul_random
  * measured at those calls with every variant timed. */
-static const struct {
+typedef struct measured {
   const char *problem, *variant;
   double ms;
-} h100_short_k[] = {
+} measured;
+
+static const measured h100_short_k[] = {
     {"2048x2047x8", "matmul_direct_64x128x16_tt8x4", 0.014},
     {"2048x2047x8", "matmul_direct_64x128x32_tt8x4", 0.016},
     {"2048x2047x8", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.018432},
@@ -742,19 +744,20 @@ static const struct {
     {"16384x16384x64", "matmul_direct_64x128x16_tt8x4", 1.5735},
 };
 
-static void tune_h100_short_k(const char *path, const kt_device_info *dev)
+/* Record a table of measurements, grouped by problem, and rank each
+ * problem; every variant it names must be in the registry. */
+static void tune_measured(const char *path, const kt_device_info *dev, const measured *t, size_t n)
 {
-  const size_t n = sizeof h100_short_k / sizeof h100_short_k[0];
   for (size_t i = 0; i < n;) {
-    const char *key = h100_short_k[i].problem;
+    const char *key = t[i].problem;
     kt_problem p;
     cr_assert_eq(kt_matmul_ops.parse(key, &p), KT_OK, "%s", key);
     kt_measurement m[8];
     int c = 0;
-    for (; i < n && strcmp(h100_short_k[i].problem, key) == 0 && c < 8; ++i, ++c) {
-      const kt_variant *v = kt_registry_find(h100_short_k[i].variant, NULL);
-      cr_assert_not_null(v, "the registry lacks %s: measure this fixture anew", h100_short_k[i].variant);
-      m[c] = kt_test_measure(v, p, "ok", h100_short_k[i].ms);
+    for (; i < n && strcmp(t[i].problem, key) == 0 && c < 8; ++i, ++c) {
+      const kt_variant *v = kt_registry_find(t[i].variant, NULL);
+      cr_assert_not_null(v, "the registry lacks %s: measure this fixture anew", t[i].variant);
+      m[c] = kt_test_measure(v, p, "ok", t[i].ms);
     }
     cr_assert_eq(kt_test_tune(path, dev, m, c, p), c);
   }
@@ -770,7 +773,7 @@ Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
   char path[PATH_MAX];
   kt_test_path(path, sizeof path, "tune.db");
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  tune_h100_short_k(path, &dev);
+  tune_measured(path, &dev, h100_short_k, sizeof h100_short_k / sizeof h100_short_k[0]);
   kt_context *ctx = open_described(&dev, path, NULL);
   /* Rows not float4-aligned, as in the suite. */
   kt_choice c = matmul_choice(ctx, 7180, 258, 58, A16, 59, 260, 258);
