@@ -197,10 +197,12 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  *            choice of tile saves (it decides calls with a tiny K or a
  *            size of 1).
  * reduction: split-K's workspace traffic (each chunk's partial tile
- *            written and read, C written) at WORKSPACE_BW: a time of its
- *            own, not scaled by c_v, so that c_v carries across shapes
- *            where the workspace is large, small or absent.  (Calibrating,
- *            at least a quarter of a measured time is the blocks' own.)
+ *            written and read, C written) at WORKSPACE_BW, plus
+ *            WORKSPACE_MS for the workspace's stream-ordered allocation
+ *            and release around the two kernels: a time of its own, not
+ *            scaled by c_v, so that c_v carries across shapes where the
+ *            workspace is large, small or absent.  (Calibrating, at least
+ *            a quarter of a measured time is the blocks' own.)
  * MEMORY_BW is fitted, not the data sheet's: L2 serves part of it.
  * c_v, what one unit costs variant v, is calibrated on v's own measured
  * times: a weighted geometric mean over the tuned problems where v was
@@ -226,6 +228,15 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * best to 0.98 and the geometric mean from 0.973 to 0.978, with seeds
  * 4242 and 9001 at or above their previous figures (0.958 to 0.961,
  * 0.975); anywhere from 8 to 32 steps gives the same figures within 0.001.
+ * WORKSPACE_MS: without it, calls of a few microseconds went to split-K
+ * where a single kernel (or a cluster split) was faster: 7x312x509 (seed
+ * 4242) at 0.83 of the best, 363x13x379 (9001) at 0.83, 19x1x9725 (4242)
+ * at 0.81.  1 us (1 to 3 us give figures within about 0.002) took them to
+ * 1.00, 0.98 and 0.93, and the geometric means of seeds 4242 and 9001 from
+ * 0.961 to 0.966 and 0.975 to 0.979 (the older runs of both: 0.966 to
+ * 0.974, 0.978 to 0.981, minimum 0.79 to 0.85, 0.84 to 0.89); the default
+ * seed lost 0.002 (0.978 to 0.976), where 41x12x9026 went from one split-K
+ * twin to the other (64x32 to 32x64 tiles, 0.91 of the best).
  *
  * Row alignment.  The tuner times a problem with ldb = ldc = N, so a tuned
  * N that is not a multiple of 4 measured the variants that serve any
@@ -238,6 +249,7 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  */
 #define T_LAUNCH_MS 0.003   /* one kernel launch */
 #define WORKSPACE_BW 3.0e9  /* bytes per ms of split-K workspace traffic (an H100's HBM3) */
+#define WORKSPACE_MS 0.001  /* split-K's workspace taken from the pool and given back */
 #define MEMORY_BW 4.0e9     /* bytes per ms of A, B and C traffic (HBM3 and L2) */
 #define FIXED_K 32.0        /* a block's fixed cost, in K steps of its multiply-adds */
 #define DIRECT_CHUNK_K 16.0 /* the short-K kernel's wait for each chunk's panels, in K steps */
@@ -307,7 +319,7 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   *launches = 1;
   *traffic_ms = (m * n + m * k + k * n) * 4.0 / MEMORY_BW;
   if (splits > 1 && g->split > 1) {
-    *traffic_ms += (2.0 * (double)splits + 1.0) * (double)M * (double)N * 4.0 / WORKSPACE_BW;
+    *traffic_ms += (2.0 * (double)splits + 1.0) * (double)M * (double)N * 4.0 / WORKSPACE_BW + WORKSPACE_MS;
     *launches = 2;
   }
   return u;

@@ -787,6 +787,44 @@ Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
   kt_close(ctx);
 }
 
+/* The same make tune: a float4 kernel of 32x64 tiles that splits K over
+ * a cluster of 4, and one of 64x32 tiles that splits K into up to 256
+ * chunks through a workspace, at the 8 tuned shapes nearest 7x312x509. */
+static const measured h100_split[] = {
+    {"4x256x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.006528},
+    {"4x256x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.008624},
+    {"16x256x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.006752},
+    {"16x256x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.008624},
+    {"4x256x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.028192},
+    {"4x256x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.015536},
+    {"16x256x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.028416},
+    {"16x256x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.015536},
+    {"4x4096x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.009632},
+    {"4x4096x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.01488},
+    {"16x4096x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.009856},
+    {"16x4096x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.016496},
+    {"16x16x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.006592},
+    {"16x16x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.008304},
+    {"4x4096x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.05632},
+    {"4x4096x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.114176},
+};
+
+/* Split-K through a workspace costs a fixed time beyond its second launch
+ * (the workspace taken from the pool and given back): at a call of a few
+ * microseconds the cluster split wins (measured at 7x312x509: 0.0083 ms,
+ * the workspace split 0.0099). */
+Test(dispatch, a_call_of_a_few_microseconds_avoids_the_workspace_split)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  tune_measured(path, &dev, h100_split, sizeof h100_split / sizeof h100_split[0]);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_choice c = matmul_choice(ctx, 7, 312, 509, A16, 509, 312, 312);
+  cr_assert_str_eq(c.variant, "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", "got %s", c.variant);
+  kt_close(ctx);
+}
+
 /* Tuned gemm problems are keyed by shape and layout (input type and op
  * pair): a call takes its own layout's nearest shape, another op pair of
  * its type only when its layout was not tuned, another type last. */
