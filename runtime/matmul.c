@@ -187,15 +187,22 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  *            work (filling the pipeline, the epilogue's stores) in units
  *            of its multiply-adds.  A round of fewer blocks than fit an SM
  *            counts as half the SM's blocks (one block alone cannot hide
- *            its latencies).
+ *            its latencies).  The short-K kernel (direct) has no pipeline:
+ *            it multiplies only the K it holds (no padding), but every BK
+ *            chunk first waits for its panels' copy, DIRECT_CHUNK_K steps'
+ *            worth; so its cost grows with K faster than a pipelined
+ *            kernel's, which the padded count (32 steps at K 8 or 16, 64 at
+ *            K 58, for BK 32) hid, making it look cheap at a mid K.
  * memory:    A and B read and C written once, at MEMORY_BW: what no
  *            choice of tile saves (it decides calls with a tiny K or a
  *            size of 1).
  * reduction: split-K's workspace traffic (each chunk's partial tile
- *            written and read, C written) at WORKSPACE_BW: a time of its
- *            own, not scaled by c_v, so that c_v carries across shapes
- *            where the workspace is large, small or absent.  (Calibrating,
- *            at least a quarter of a measured time is the blocks' own.)
+ *            written and read, C written) at WORKSPACE_BW, plus
+ *            WORKSPACE_MS for the workspace's stream-ordered allocation
+ *            and release around the two kernels: a time of its own, not
+ *            scaled by c_v, so that c_v carries across shapes where the
+ *            workspace is large, small or absent.  (Calibrating, at least
+ *            a quarter of a measured time is the blocks' own.)
  * MEMORY_BW is fitted, not the data sheet's: L2 serves part of it.
  * c_v, what one unit costs variant v, is calibrated on v's own measured
  * times: a weighted geometric mean over the tuned problems where v was
@@ -212,7 +219,24 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * (bench_matmul_random seeds 4242 and 9001) over that make tune's results:
  * dispatch reached 0.959 and 0.968 of the best there (0.941 and 0.967
  * without it), and 0.970 on the bench's default seed, which took no part
- * in the fit (0.962 without).
+ * in the fit (0.962 without).  DIRECT_CHUNK_K: what the short-K kernels
+ * measured on the tuned shapes of K 4, 16 and 64 (4096x4096, 16384x16384)
+ * once their memory traffic is taken out, a block's time growing by about
+ * 16 steps per chunk beyond its multiply-adds; replaying dispatch offline
+ * over the same make tune and every variant timed by bench_matmul_random
+ * (default seed) it took the worst shape, 7180x258x58, from 0.76 of the
+ * best to 0.98 and the geometric mean from 0.973 to 0.978, with seeds
+ * 4242 and 9001 at or above their previous figures (0.958 to 0.961,
+ * 0.975); anywhere from 8 to 32 steps gives the same figures within 0.001.
+ * WORKSPACE_MS: without it, calls of a few microseconds went to split-K
+ * where a single kernel (or a cluster split) was faster: 7x312x509 (seed
+ * 4242) at 0.83 of the best, 363x13x379 (9001) at 0.83, 19x1x9725 (4242)
+ * at 0.81.  1 us (1 to 3 us give figures within about 0.002) took them to
+ * 1.00, 0.98 and 0.93, and the geometric means of seeds 4242 and 9001 from
+ * 0.961 to 0.966 and 0.975 to 0.979 (the older runs of both: 0.966 to
+ * 0.974, 0.978 to 0.981, minimum 0.79 to 0.85, 0.84 to 0.89); the default
+ * seed lost 0.002 (0.978 to 0.976), where 41x12x9026 went from one split-K
+ * twin to the other (64x32 to 32x64 tiles, 0.91 of the best).
  *
  * Row alignment.  The tuner times a problem with ldb = ldc = N, so a tuned
  * N that is not a multiple of 4 measured the variants that serve any
@@ -223,16 +247,19 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * others: the weight of a problem of the other alignment is cut by
  * exp(ALIGN_LOGW), so that it still counts where nothing else is near.
  */
-#define T_LAUNCH_MS 0.003     /* one kernel launch */
-#define WORKSPACE_BW 3.0e9    /* bytes per ms of split-K workspace traffic (an H100's HBM3) */
-#define MEMORY_BW 4.0e9       /* bytes per ms of A, B and C traffic (HBM3 and L2) */
-#define FIXED_K 32.0          /* a block's fixed cost, in K steps of its multiply-adds */
-#define SIGMA 1.25            /* in natural-log units of each size */
-#define ALIGN_LOGW 3.0        /* log-weight lost by a tuned problem of the other row alignment */
-#define CACHE_SLOTS 256       /* decisions remembered per context */
+#define T_LAUNCH_MS 0.003   /* one kernel launch */
+#define WORKSPACE_BW 3.0e9  /* bytes per ms of split-K workspace traffic (an H100's HBM3) */
+#define WORKSPACE_MS 0.001  /* split-K's workspace taken from the pool and given back */
+#define MEMORY_BW 4.0e9     /* bytes per ms of A, B and C traffic (HBM3 and L2) */
+#define FIXED_K 32.0        /* a block's fixed cost, in K steps of its multiply-adds */
+#define DIRECT_CHUNK_K 16.0 /* the short-K kernel's wait for each chunk's panels, in K steps */
+#define SIGMA 1.25          /* in natural-log units of each size */
+#define ALIGN_LOGW 3.0      /* log-weight lost by a tuned problem of the other row alignment */
+#define CACHE_SLOTS 256     /* decisions remembered per context */
 
 typedef struct geom {
   int bm, bn, bk, split, cl, bps;
+  int unpipelined; /* the short-K kernel: exact K, a wait per chunk */
 } geom;
 
 static int param(const kt_variant *v, const char *key, int dflt)
@@ -257,6 +284,7 @@ static geom geometry(const kt_variant *v)
   g.split = param(v, "split", 1);
   g.cl = v->cluster;
   g.bps = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1;
+  g.unpipelined = strcmp(v->algo, "direct") == 0;
   if (strcmp(v->algo, "skinny") == 0) {
     const int warps = v->threads / 32;
     g.bm = tile_dim(v, 0), g.bn = 32 * tile_dim(v, 1), g.bk = 32;
@@ -282,14 +310,16 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
     splits = g->cl;
     chunk = ((K + g->bk - 1) / g->bk + g->cl - 1) / g->cl * g->bk;
   }
+  /* K steps a block spends, before its fixed cost */
+  const double steps = g->unpipelined ? (double)K + DIRECT_CHUNK_K * (double)((K + g->bk - 1) / g->bk) : (double)chunk;
   const double blocks = (double)tiles * (double)splits;
   const double q = ceil(blocks / sm), rounds = ceil(q / g->bps);
   const double busy = fmax(q, 0.5 * g->bps * rounds);
-  const double u = busy * (double)g->bm * g->bn * ((double)chunk + FIXED_K);
+  const double u = busy * (double)g->bm * g->bn * (steps + FIXED_K);
   *launches = 1;
   *traffic_ms = (m * n + m * k + k * n) * 4.0 / MEMORY_BW;
   if (splits > 1 && g->split > 1) {
-    *traffic_ms += (2.0 * (double)splits + 1.0) * (double)M * (double)N * 4.0 / WORKSPACE_BW;
+    *traffic_ms += (2.0 * (double)splits + 1.0) * (double)M * (double)N * 4.0 / WORKSPACE_BW + WORKSPACE_MS;
     *launches = 2;
   }
   return u;

@@ -707,6 +707,124 @@ Test(dispatch, predictions_never_pick_a_variant_that_cannot_serve_the_call)
   kt_close(ctx);
 }
 
+/* What an H100's make tune measured (ms) for the short-K kernels and a
+ * 4-byte-copy warp-tiled kernel at the tuned shapes of K <= 256 near the
+ * calls below, and, in the comments of the test, what bench_matmul_random
+ * measured at those calls with every variant timed. */
+typedef struct measured {
+  const char *problem, *variant;
+  double ms;
+} measured;
+
+static const measured h100_short_k[] = {
+    {"2048x2047x8", "matmul_direct_64x128x16_tt8x4", 0.014},
+    {"2048x2047x8", "matmul_direct_64x128x32_tt8x4", 0.016},
+    {"2048x2047x8", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.018432},
+    {"2048x8191x64", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.0876},
+    {"2048x8191x64", "matmul_direct_64x128x32_tt8x4", 0.107216},
+    {"2048x8191x64", "matmul_direct_64x128x16_tt8x4", 0.10952},
+    {"4096x256x4", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.00624},
+    {"4096x256x4", "matmul_direct_64x128x16_tt8x4", 0.006304},
+    {"4096x256x4", "matmul_direct_64x128x32_tt8x4", 0.007328},
+    {"4096x256x16", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.006656},
+    {"4096x256x16", "matmul_direct_64x128x16_tt8x4", 0.007904},
+    {"4096x256x16", "matmul_direct_64x128x32_tt8x4", 0.008592},
+    {"4096x256x256", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.024192},
+    {"4096x4096x4", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.030304},
+    {"4096x4096x4", "matmul_direct_64x128x16_tt8x4", 0.031712},
+    {"4096x4096x4", "matmul_direct_64x128x32_tt8x4", 0.037136},
+    {"4096x4096x16", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.035712},
+    {"4096x4096x16", "matmul_direct_64x128x16_tt8x4", 0.040928},
+    {"4096x4096x16", "matmul_direct_64x128x32_tt8x4", 0.047328},
+    {"4096x16x16", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 0.005056},
+    {"4096x16x16", "matmul_direct_64x128x16_tt8x4", 0.00704},
+    {"4096x16x16", "matmul_direct_64x128x32_tt8x4", 0.008032},
+    {"16384x16384x64", "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", 1.28563},
+    {"16384x16384x64", "matmul_direct_64x128x32_tt8x4", 1.5433},
+    {"16384x16384x64", "matmul_direct_64x128x16_tt8x4", 1.5735},
+};
+
+/* Record a table of measurements, grouped by problem, and rank each
+ * problem; every variant it names must be in the registry. */
+static void tune_measured(const char *path, const kt_device_info *dev, const measured *t, size_t n)
+{
+  for (size_t i = 0; i < n;) {
+    const char *key = t[i].problem;
+    kt_problem p;
+    cr_assert_eq(kt_matmul_ops.parse(key, &p), KT_OK, "%s", key);
+    kt_measurement m[8];
+    int c = 0;
+    for (; i < n && strcmp(t[i].problem, key) == 0 && c < 8; ++i, ++c) {
+      const kt_variant *v = kt_registry_find(t[i].variant, NULL);
+      cr_assert_not_null(v, "the registry lacks %s: measure this fixture anew", t[i].variant);
+      m[c] = kt_test_measure(v, p, "ok", t[i].ms);
+    }
+    cr_assert_eq(kt_test_tune(path, dev, m, c, p), c);
+  }
+}
+
+/* The short-K kernel has no pipeline, so its time grows with K faster
+ * than a pipelined kernel's: it wins at a K of a few steps, but not at a
+ * K of 58, where calibrating it on K 8 and 16 as if those were padded to
+ * its BK of 32 made it look cheapest (it measured 0.0227 ms there, the
+ * warp-tiled kernel 0.0173). */
+Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  tune_measured(path, &dev, h100_short_k, sizeof h100_short_k / sizeof h100_short_k[0]);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  /* Rows not float4-aligned, as in the suite. */
+  kt_choice c = matmul_choice(ctx, 7180, 258, 58, A16, 59, 260, 258);
+  cr_assert_str_eq(c.variant, "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", "got %s", c.variant);
+  /* K 7 and 10: the 64x128x16 short-K kernel (measured 0.0076 and 0.0197
+   * ms against 0.0101 and 0.0271). */
+  c = matmul_choice(ctx, 4719, 262, 7, A16, 9, 262, 264);
+  cr_assert_str_eq(c.variant, "matmul_direct_64x128x16_tt8x4", "got %s", c.variant);
+  c = matmul_choice(ctx, 11433, 529, 10, A16, 11, 529, 529);
+  cr_assert_str_eq(c.variant, "matmul_direct_64x128x16_tt8x4", "got %s", c.variant);
+  kt_close(ctx);
+}
+
+/* The same make tune: a float4 kernel of 32x64 tiles that splits K over
+ * a cluster of 4, and one of 64x32 tiles that splits K into up to 256
+ * chunks through a workspace, at the 8 tuned shapes nearest 7x312x509. */
+static const measured h100_split[] = {
+    {"4x256x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.006528},
+    {"4x256x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.008624},
+    {"16x256x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.006752},
+    {"16x256x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.008624},
+    {"4x256x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.028192},
+    {"4x256x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.015536},
+    {"16x256x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.028416},
+    {"16x256x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.015536},
+    {"4x4096x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.009632},
+    {"4x4096x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.01488},
+    {"16x4096x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.009856},
+    {"16x4096x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.016496},
+    {"16x16x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.006592},
+    {"16x16x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.008304},
+    {"4x4096x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", 0.05632},
+    {"4x4096x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k256_c1", 0.114176},
+};
+
+/* Split-K through a workspace costs a fixed time beyond its second launch
+ * (the workspace taken from the pool and given back): at a call of a few
+ * microseconds the cluster split wins (measured at 7x312x509: 0.0083 ms,
+ * the workspace split 0.0099). */
+Test(dispatch, a_call_of_a_few_microseconds_avoids_the_workspace_split)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  tune_measured(path, &dev, h100_split, sizeof h100_split / sizeof h100_split[0]);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_choice c = matmul_choice(ctx, 7, 312, 509, A16, 509, 312, 312);
+  cr_assert_str_eq(c.variant, "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", "got %s", c.variant);
+  kt_close(ctx);
+}
+
 /* Tuned gemm problems are keyed by shape and layout (input type and op
  * pair): a call takes its own layout's nearest shape, another op pair of
  * its type only when its layout was not tuned, another type last. */
