@@ -203,8 +203,12 @@ int main(int argc, char **argv)
     kt_choice choice = {};
     if (kt_matmul_choice(ctx, c.m, c.n, c.k, A, c.lda, B, c.ldb, C, c.ldc, &choice) != KT_OK)
       snprintf(choice.variant, sizeof choice.variant, "(no choice)");
-    const bench_time_result t_kt = bench_time(run_ktune, flush, reps);
-    const bench_time_result t_cb = bench_time(run_cublas, flush, reps);
+    /* ktune and cuBLAS are timed before the oracle and again after it, and
+     * each keeps the lower median: a transient that slows one round (on an
+     * H100 both once ran 4-6x slow at a few-microsecond shape, while the
+     * oracle's variants, timed between, did not) decides no ratio. */
+    bench_time_result t_kt = bench_time(run_ktune, flush, reps);
+    bench_time_result t_cb = bench_time(run_cublas, flush, reps);
 
     /* The oracle: every variant that can serve this call.  One that takes
      * over three times the best so far in one run cannot win: that run is
@@ -231,6 +235,12 @@ int main(int argc, char **argv)
         best = v;
       }
     }
+    const bench_time_result t_kt2 = bench_time(run_ktune, flush, reps);
+    const bench_time_result t_cb2 = bench_time(run_cublas, flush, reps);
+    if (t_kt.ok && t_kt2.ok && t_kt2.ms < t_kt.ms)
+      t_kt = t_kt2;
+    if (t_cb.ok && t_cb2.ok && t_cb2.ms < t_cb.ms)
+      t_cb = t_cb2;
     /* The oracle winner's result, from a run of its own. */
     double err_or = NAN;
     if (best) {
