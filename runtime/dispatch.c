@@ -35,6 +35,14 @@ const kt_variant *kt_registry_find_source(const char *name, const char *source_h
   return NULL;
 }
 
+const char *kt_variant_param(const kt_variant *v, const char *key)
+{
+  for (int i = 0; i < v->nparams; ++i)
+    if (strcmp(v->params[i].key, key) == 0)
+      return v->params[i].value;
+  return NULL;
+}
+
 /* A fat build holds, for one variant, an entry per target: a GPU takes
  * those of its own target only, so that it never runs a variant that was
  * built for a newer target alone (the sm_90 cluster kernels on an sm_80

@@ -55,10 +55,7 @@ int kt_gemm_serves(const kt_variant *v, const kt_device_info *d, int type)
     return 1;
   /* The tensor-core kernels serve one type each; wgmma is sm_90a code
    * (Hopper only), mma.sync runs wherever its target's code does. */
-  const char *t = NULL;
-  for (int i = 0; i < v->nparams; ++i)
-    if (strcmp(v->params[i].key, "type") == 0)
-      t = v->params[i].value;
+  const char *t = kt_variant_param(v, "type");
   return (d->cc == 90 || strcmp(v->algo, "wgmma") != 0) && t && strcmp(t, kt_gemm_type_name(type)) == 0;
 }
 
@@ -168,10 +165,8 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
 
 static int param_int(const kt_variant *v, const char *key)
 {
-  for (int i = 0; i < v->nparams; ++i)
-    if (strcmp(v->params[i].key, key) == 0)
-      return atoi(v->params[i].value);
-  return 0;
+  const char *x = kt_variant_param(v, key);
+  return x ? atoi(x) : 0;
 }
 
 /* What the model reads of a variant, from its parameters.  An untuned call

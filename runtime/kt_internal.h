@@ -149,6 +149,11 @@ KT_INTERNAL const kt_variant *kt_registry_find_source(const char *name, const ch
  * family's question. */
 KT_INTERNAL int kt_variant_runs_on(const kt_variant *v, const kt_device_info *d);
 
+/* The value of v's parameter key, or NULL when v has none: how the
+ * runtime, the tuner and the tests read a variant's properties rather
+ * than its name. */
+KT_INTERNAL const char *kt_variant_param(const kt_variant *v, const char *key);
+
 /* ---- db.c --------------------------------------------------------------- */
 
 #define KT_DB_SCHEMA_VERSION 1

@@ -108,12 +108,9 @@ int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A
 /* "RxC" of a tt parameter: its first or second number; 0 if absent. */
 static int tile_dim(const kt_variant *v, int second)
 {
-  for (int i = 0; i < v->nparams; ++i)
-    if (strcmp(v->params[i].key, "tt") == 0) {
-      const char *x = strchr(v->params[i].value, 'x');
-      return second ? (x ? atoi(x + 1) : 0) : atoi(v->params[i].value);
-    }
-  return 0;
+  const char *tt = kt_variant_param(v, "tt");
+  const char *x = tt ? strchr(tt, 'x') : NULL;
+  return !tt ? 0 : second ? (x ? atoi(x + 1) : 0) : atoi(tt);
 }
 
 /* Every kernel computes any M, N, K, but three are built for one corner
@@ -128,10 +125,8 @@ int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long l
   if (strcmp(v->algo, "gemv") == 0)
     return N <= tile_dim(v, 1);
   if (strcmp(v->algo, "direct") == 0) {
-    for (int i = 0; i < v->nparams; ++i)
-      if (strcmp(v->params[i].key, "bk") == 0)
-        return K <= 4LL * atoi(v->params[i].value);
-    return 0;
+    const char *bk = kt_variant_param(v, "bk");
+    return bk && K <= 4LL * atoi(bk);
   }
   return 1;
 }
@@ -264,10 +259,8 @@ typedef struct geom {
 
 static int param(const kt_variant *v, const char *key, int dflt)
 {
-  for (int i = 0; i < v->nparams; ++i)
-    if (strcmp(v->params[i].key, key) == 0)
-      return atoi(v->params[i].value);
-  return dflt;
+  const char *x = kt_variant_param(v, key);
+  return x ? atoi(x) : dflt;
 }
 
 /* A kernel's geometry in the model's terms.  The few-row kernel's tile

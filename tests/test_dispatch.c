@@ -633,10 +633,8 @@ Test(dispatch, newer_database_warns_and_uses_defaults)
 
 static int param_of(const kt_variant *v, const char *key)
 {
-  for (int i = 0; i < v->nparams; ++i)
-    if (strcmp(v->params[i].key, key) == 0)
-      return atoi(v->params[i].value);
-  return -1;
+  const char *x = kt_variant_param(v, key);
+  return x ? atoi(x) : -1;
 }
 
 /* Two float4 variants without split-K that differ in BM only. */

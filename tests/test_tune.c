@@ -336,8 +336,8 @@ Test(tune_matmul, the_seed_is_the_guide_kernel_with_bs16_unpadded)
   cr_assert_not_null(v, "no seed kernel in the registry");
   cr_expect_eq(v->family, KT_FAMILY_MATMUL);
   cr_expect_str_eq(v->algo, "tiled");
-  cr_expect_str_eq(kt_tune_family_param(v, "bs"), "16");
-  cr_expect_str_eq(kt_tune_family_param(v, "pad"), "0");
+  cr_expect_str_eq(kt_variant_param(v, "bs"), "16");
+  cr_expect_str_eq(kt_variant_param(v, "pad"), "0");
 }
 
 Test(tune_hist, the_guide_layout_is_the_blocked_one)

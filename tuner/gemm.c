@@ -79,7 +79,7 @@ static cudaError_t upload(void *dst, const float *src, size_t n, int type)
 
 int kt_tune_gemm_variant_type(const kt_variant *v)
 {
-  const char *t = kt_tune_family_param(v, "type");
+  const char *t = kt_variant_param(v, "type");
   for (int i = 0; t && i < 4; ++i)
     if (strcmp(t, kt_gemm_type_name(i)) == 0)
       return i;

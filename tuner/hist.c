@@ -275,7 +275,7 @@ done:
 
 int kt_tune_hist_guide_layout(const kt_variant *v)
 {
-  const char *layout = kt_tune_family_param(v, "layout");
+  const char *layout = kt_variant_param(v, "layout");
   return v->family == KT_FAMILY_HIST && layout && strcmp(layout, "blocked") == 0;
 }
 

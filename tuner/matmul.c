@@ -38,7 +38,7 @@ const kt_variant *kt_tune_matmul_seed(void)
 {
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
-    const char *bs = kt_tune_family_param(v, "bs"), *pad = kt_tune_family_param(v, "pad");
+    const char *bs = kt_variant_param(v, "bs"), *pad = kt_variant_param(v, "pad");
     if (v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "tiled") == 0 && bs && strcmp(bs, "16") == 0 && pad &&
         strcmp(pad, "0") == 0)
       return v;

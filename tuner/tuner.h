@@ -161,16 +161,6 @@ static inline int kt_tune_family_item(const char **list, char *buf, size_t len)
   return 1;
 }
 
-/* The value of v's parameter key, or NULL when v has none: how a family's
- * file finds variants by property rather than by name. */
-static inline const char *kt_tune_family_param(const kt_variant *v, const char *key)
-{
-  for (int i = 0; i < v->nparams; ++i)
-    if (strcmp(v->params[i].key, key) == 0)
-      return v->params[i].value;
-  return NULL;
-}
-
 /* ---- tune.c ------------------------------------------------------------- */
 
 int kt_tune_main(int argc, char **argv); /* ktune tune ... */
