@@ -28,6 +28,22 @@ static int fits(const kt_variant *v, long long nbins)
   return kt_family_get(v->family)->fits(v, &gpu, &p);
 }
 
+/* v's counts of the n device samples ds into db (filled with garbage
+ * first: the output is overwritten, not added to), copied to got: the
+ * bins that differ from ref. */
+static long long wrong_bins(const kt_variant *v, const int *ds, size_t n, unsigned *db, long long nbins,
+                            const unsigned *ref, unsigned *got)
+{
+  kt_hist_args a = {ds, n, db, (int)nbins, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin, NULL};
+  CUDA_OK(cudaMemset(db, 0xab, sizeof(unsigned) * nbins));
+  cr_assert_eq(v->launch(&a, 0), cudaSuccess, "%s", v->name);
+  CUDA_OK(cudaMemcpy(got, db, sizeof(unsigned) * nbins, cudaMemcpyDeviceToHost));
+  long long wrong = 0;
+  for (long long b = 0; b < nbins; ++b)
+    wrong += got[b] != ref[b];
+  return wrong;
+}
+
 Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
 {
   static const long long nbins[] = {1, 7, 256, 4099, 65536, 262144, 1048576};
@@ -155,13 +171,7 @@ Test(hist_gpu, every_variant_is_exact_past_the_l2_however_the_probe_plans_the_pa
       const kt_variant *v = &kt_registry[i];
       if (v->family != KT_FAMILY_HIST || !fits(v, nbins))
         continue;
-      kt_hist_args a = {ds, n, db, (int)nbins, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin, NULL};
-      CUDA_OK(cudaMemset(db, 0xab, sizeof(unsigned) * nbins));
-      cr_assert_eq(v->launch(&a, 0), cudaSuccess, "%s", v->name);
-      CUDA_OK(cudaMemcpy(got, db, sizeof(unsigned) * nbins, cudaMemcpyDeviceToHost));
-      long long wrong = 0;
-      for (long long b = 0; b < nbins; ++b)
-        wrong += got[b] != ref[b];
+      const long long wrong = wrong_bins(v, ds, n, db, nbins, ref, got);
       cr_expect_eq(wrong, 0, "%s, %lld bins, %s: %lld bins wrong", v->name, nbins, dists[d], wrong);
       ++checked;
     }
@@ -233,13 +243,7 @@ Test(hist_gpu, the_partition_is_exact_where_runs_and_scattered_samples_alternate
       const kt_variant *v = &kt_registry[i];
       if (v->family != KT_FAMILY_HIST || strcmp(v->algo, "part") != 0 || !fits(v, nb))
         continue;
-      kt_hist_args a = {ds + off, n, db, (int)nb, gpu.sm_count, gpu.smem_per_sm, gpu.smem_optin, NULL};
-      CUDA_OK(cudaMemset(db, 0xab, sizeof(unsigned) * nb));
-      cr_assert_eq(v->launch(&a, 0), cudaSuccess, "%s", v->name);
-      CUDA_OK(cudaMemcpy(got, db, sizeof(unsigned) * nb, cudaMemcpyDeviceToHost));
-      long long wrong = 0;
-      for (long long k = 0; k < nb; ++k)
-        wrong += got[k] != ref[k];
+      const long long wrong = wrong_bins(v, ds + off, n, db, nb, ref, got);
       cr_expect_eq(wrong, 0, "%s, %lld bins, offset %d: %lld bins wrong", v->name, nb, off, wrong);
       ++checked;
     }
