@@ -26,6 +26,7 @@ tags.list = {
   g = { "group", "tile rows per band of the launch order" },
   o = { "occ", "occupancy hint, blocks per SM; 0 = none" },
   k = { "split", "most chunks K is split into through a workspace; 1 = none" },
+  p = { "persist", "persistent grid: OCC blocks per SM loop over the tiles; 0 = a block per tile" },
   r = { "rep", "copies of the bins per block" },
   a = { "agg", "warp aggregation of equal bins: 1 on, 0 off" },
   b = { "cw", "bits per shared-memory counter" },

@@ -155,13 +155,17 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * The cost model.  A tensor-core variant's time goes with its waves of
  * blocks (tiles x batch x chunks of K, OCC blocks per SM sharing it) times
  * the time of one block: its k slices plus a fixed cost of about FILL
- * slices (pipeline fill, epilogue), times its tile's area over OCC.  At an
- * untuned shape a variant is expected to take its time at the nearest tuned
+ * slices (pipeline fill, epilogue), times its tile's area over OCC.  A
+ * persistent variant (OCC blocks per SM looping over the tiles) pays the
+ * fill once and, per tile, only the OVERLAP of the epilogue that its next
+ * tile's loads do not hide.  Split K adds a slice for the second kernel's
+ * sum.  At an untuned shape a variant is expected to take its time at the nearest tuned
  * problem scaled by its cost at the call over its cost there; this puts
  * small tiles and split K first where big tiles would leave SMs idle, and
  * keeps the measured order where both shapes fill the GPU alike.
  */
 #define FILL 3.0
+#define OVERLAP 1.0
 
 static int param_int(const kt_variant *v, const char *key)
 {
@@ -174,7 +178,7 @@ static int param_int(const kt_variant *v, const char *key)
  * once per process (pthread_once), not by name at every call; without the
  * table's memory they are parsed per call. */
 typedef struct geometry {
-  int bm, bn, occ, split;
+  int bm, bn, occ, split, persist;
 } geometry;
 
 static geometry *geometries;
@@ -182,7 +186,8 @@ static pthread_once_t geometries_once = PTHREAD_ONCE_INIT;
 
 static geometry parse_geometry(const kt_variant *v)
 {
-  return (geometry){param_int(v, "bm"), param_int(v, "bn"), param_int(v, "occ"), param_int(v, "split")};
+  return (geometry){param_int(v, "bm"), param_int(v, "bn"), param_int(v, "occ"), param_int(v, "split"),
+                    param_int(v, "persist")};
 }
 
 static void build_geometries(void)
@@ -219,8 +224,9 @@ static double cost(const kt_variant *v, const kt_device_info *d, int type, long 
   const int splits = kt_gemm_splits(blocks, ktiles > INT_MAX ? INT_MAX : (int)ktiles, d->sm_count, occ, split);
   const long long slots = (long long)d->sm_count * occ;
   const double waves = (double)((blocks * splits + slots - 1) / slots);
-  const double per_block = (double)((ktiles + splits - 1) / splits) + FILL + (splits > 1 ? 1.0 : 0.0);
-  return waves * per_block * bm * bn / occ;
+  const double slices = (double)((ktiles + splits - 1) / splits) + (splits > 1 ? 1.0 : 0.0);
+  const double time = g.persist ? waves * (slices + OVERLAP) + FILL : waves * (slices + FILL);
+  return time * bm * bn / occ;
 }
 
 /* t, its ranking re-ordered by the model's estimate at the call, into out;

@@ -150,10 +150,12 @@ typedef struct kt_gemm_args {
 /* Into how many chunks a gemm kernel that may split K `split` ways splits
  * it (1: not at all), for `blocks` tiles (times the batch) of `ktiles` k
  * slices, `occ` blocks per SM: only where the blocks fall short of half a
- * wave, so that the chunks fill it, and each chunk keeps at least 32 k
- * slices, to pay for the split path's fixed cost (workspace, the sum; about
- * 8 us on an H100); then as evenly as whole slices allow, no chunk empty.
- * The launchers and dispatch's cost model (runtime/gemm.c) both use it. */
+ * wave, so that the chunks fill it, and each chunk keeps at least
+ * KT_GEMM_MIN_CHUNK k slices, to pay for the split path's fixed cost (the
+ * workspace's round trip, the second kernel); then as evenly as whole
+ * slices allow, no chunk empty.  The launchers and dispatch's cost model
+ * (runtime/gemm.c) both use it. */
+#define KT_GEMM_MIN_CHUNK 8
 static inline int kt_gemm_splits(long long blocks, int ktiles, int sm_count, int occ, int split)
 {
   if (split <= 1 || blocks < 1 || blocks * 2 > (long long)sm_count * occ)
@@ -161,8 +163,8 @@ static inline int kt_gemm_splits(long long blocks, int ktiles, int sm_count, int
   long long s = (long long)sm_count * occ / blocks;
   if (s > split)
     s = split;
-  if (s > ktiles / 32) /* 512^3 bf16 on an H100: 16 us split 2 ways, 8 us not */
-    s = ktiles / 32;
+  if (s > ktiles / KT_GEMM_MIN_CHUNK)
+    s = ktiles / KT_GEMM_MIN_CHUNK;
   if (s < 1)
     return 1;
   const long long per = (ktiles + s - 1) / s;

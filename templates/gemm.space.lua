@@ -26,8 +26,8 @@ return {
 
   -- Untuned calls use the first of these that serves the call (the input
   -- type decides); the last, on the CUDA cores, serves every input anywhere.
-  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k1", "gemm_wgmma_f16_128x256_wg2_s4_g8_o1_k1",
-               "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1",
+  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k1_p1", "gemm_wgmma_f16_128x256_wg2_s4_g8_o1_k1_p1",
+               "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1_p1",
                -- before sm_90: mma.sync
                "gemm_mma_bf16_128x128x32_wp2x2_s3_g8", "gemm_mma_f16_128x128x32_wp2x2_s3_g8",
                "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_bs16" },
@@ -37,7 +37,7 @@ return {
       algo = "wgmma",
       template = "templates/gemm_wgmma.cu.tpl",
       doc = "Hopper: wgmma from shared memory, TMA loads through an mbarrier pipeline, a producer warpgroup " ..
-        "and WG consumer warpgroups (setmaxnreg); 16-bit types read every op pair in place (wgmma's transpose), " ..
+        "and WG consumer warpgroups (setmaxnreg), optionally persistent, the epilogue through shared memory; 16-bit types read every op pair in place (wgmma's transpose), " ..
         "TF32 MN-major operands are repacked K-major first",
       params = {
         { "type", { "bf16", "f16", "tf32" }, "input type; FP32 accumulation", tag = "" },
@@ -48,8 +48,10 @@ return {
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
         { "occ", { 1, 2 }, "blocks per SM: 2 overlaps one block's prologue and epilogue with the other's loop",
           tag = "o" },
-        { "split", { 1, 4, 16 }, "most chunks K is split into where the tiles fill less than half a wave " ..
-          "(deterministic workspace reduction)", tag = "k" },
+        { "split", { 1, 16, 128 }, "most chunks K is split into where the tiles fill less than half a wave " ..
+          "(partial sums in a workspace, added in order by a second kernel)", tag = "k" },
+        { "persist", { 0, 1 }, "1: OCC blocks per SM loop over the tiles, loading the next tile while the " ..
+          "last one is stored; 0: a block per tile", tag = "p" },
       },
       derive = function(v, t)
         local ty = TYPES[v.type]
@@ -57,7 +59,7 @@ return {
         v.bk = 128 // v.es -- one 128-byte swizzle row of K per slice row
         v.threads = 128 * (v.wg + 1)
         v.stage_bytes = (v.bm + v.bn) * v.bk * v.es
-        v.smem_static = 16 -- the split-K reduction's flag
+        v.smem_static = v.wg * 64 * 40 * 4 -- each consumer's epilogue chunk, 64 x 32 floats (+ 8 a row)
         v.smem_dynamic = v.stages * v.stage_bytes + 2 * v.stages * 8 + 1024 -- + barriers, + alignment slack
         -- The stages that fit beside the other blocks of the SM (1 KB of
         -- each block's share is the system's), at most 6.
@@ -94,6 +96,8 @@ return {
           "and the register split are laid out for", function(v) return v.bm // v.wg == 64 end },
         { "BN 256 with BM 128 only: a 64x256 block's one consumer would hold 128 accumulators beside a " ..
           "producer with nothing to give (no setmaxnreg with one consumer)", function(v) return v.bn == 128 or v.bm == 128 end },
+        { "split K runs a block per tile and chunk: its tiles fill less than half a wave, so there is " ..
+          "nothing to loop over", function(v) return v.split == 1 or v.persist == 0 end },
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
         { "the accumulators leave a consumer 40 registers for addresses and the epilogue",
           function(v) return v.acc_regs + 40 <= math.min(v.regs_consumer, v.regs_launch) end },
@@ -106,12 +110,11 @@ return {
         { H100("two blocks per SM: 64x128 with 4 stages each lost to one block with 6 at every shape " ..
           "(4096x4096x256 bf16 46.3 us against 128x256's 41.5; 1024^3 11.6 against 10.5)"),
           function(v) return v.occ == 1 end },
-        { H100("split K: 128x256 split 4 ways took 24.7 us at 1000^3 bf16 against 17.0 unsplit and 12.6 for " ..
-          "128x128; split 2 ways 78.7 us at 8192x128x8192 against 63.1 for 64x128 unsplit; but one 64x128 " ..
-          "block per tile left 131 of 132 SMs idle at 64x64x65536 (2 TFLOP/s against cuBLAS's 33), so 64x128 " ..
-          "splits up to 16 ways (one block sums the slots: more would cost more than they save): at the shapes " ..
-          "above its tiles fill half a wave and it does not split"),
-          function(v) return (v.split == 1 and v.bm == 128) or (v.split == 16 and v.bm == 64) end },
+        { H100("split K only for 64x128, up to 128 ways (chunks of at least 8 slices, summed by a second " ..
+          "kernel over the whole GPU): at 64x64x65536 it took 19.1 us bf16 against 33 for 128x128 split 16 " ..
+          "ways (and 2 TFLOP/s, unsplit, before there was a split); split 128x128 and 128x256 lost wherever " ..
+          "they split (1000^3 bf16: 1.89x 128x128 unsplit), and elsewhere they are the unsplit variant"),
+          function(v) return (v.split == 1 and v.bm == 128) or (v.split == 128 and v.bm == 64) end },
       },
     },
     {

@@ -33,13 +33,19 @@
  * no code: TMA fills what lies outside the tensor with zeros, which add
  * nothing, and the epilogue stores only inside C.
  *
+ * Tiles.  Block x of the grid computes tiles x, x + gridDim.x, ... of the
+ * launch order (below), batch entries one after another.  Non-persistent
+ * (PERSIST 0), the grid has a block per tile and each block one tile;
+ * persistent, the grid has OCC blocks per SM and each loops over its
+ * tiles, its producer filling the next tile's stages while the consumers
+ * store the last one, so that the epilogue overlaps the loads.
+ *
  * Split K.  Where the tiles (times the batch) leave SMs idle, the launcher
  * splits K into up to SPLIT chunks (gridDim.z), each block summing its
- * chunk's k slices.  The reduction is deterministic: every block of a tile
- * writes its partial sums to a workspace slot of its own and counts itself
- * in on the tile's counter; the block that comes last adds the slots in
- * chunk order 0, 1, ... (its own from registers) and runs the epilogue, so
- * the result does not depend on which block finished when.
+ * chunk's k slices into a workspace slot of its own.  A second kernel
+ * (gemm_reduce) then adds the slots of each tile in chunk order and runs
+ * the epilogue, spread over the whole GPU; the sum does not depend on which
+ * block finished when.
  *
  * Shared memory: rows of 128 bytes, written by TMA with the 128-byte
  * swizzle that wgmma's descriptors name, so that the tensor cores read
@@ -55,9 +61,11 @@ constexpr int STAGES = $(stages);
 constexpr int GROUP = $(group);                    // tile rows per band of the launch order
 constexpr int OCC = $(occ);                        // blocks per SM (launch bounds, shared memory, registers)
 constexpr int SPLIT = $(split);                    // most chunks K is split into (1: never)
+constexpr int PERSIST = $(persist);                // 1: OCC blocks per SM loop over the tiles
 constexpr int RM = BM / WG;                        // rows of the tile per consumer
 constexpr int MI = RM / 64;                        // m64 wgmmas per consumer and k step
 constexpr int KI = $(ki);                          // K of one wgmma instruction
+constexpr int EPI_LD = 40;                         // floats per row of an epilogue chunk (32 + 8)
 constexpr int THREADS = 128 * (WG + 1);
 constexpr int ES = $(es);                          // bytes per input element
 constexpr int A_BYTES = BM * BK * ES, B_BYTES = BN * BK * ES, STAGE_BYTES = A_BYTES + B_BYTES;
@@ -174,19 +182,85 @@ template <int N> static __device__ __forceinline__ void wgmma_wait()
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-// The consumers alone (not the producer) meet at named barrier 1.
-static __device__ __forceinline__ void consumers_sync()
+// Tile `tile` of the launch order: bands of GROUP tile rows, column by
+// column within a band, so that the blocks running together share their B
+// slices in L2.
+static __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int &tile_m, int &tile_n)
 {
-  asm volatile("bar.sync 1, %0;" ::"n"(128 * WG) : "memory");
+  const int per_band = GROUP * tiles_n, band = tile / per_band;
+  const int first_m = band * GROUP, rows_in_band = min(GROUP, tiles_m - first_m);
+  tile_m = first_m + (tile % per_band) % rows_in_band;
+  tile_n = (tile % per_band) / rows_in_band;
+}
+
+// C[row][col], C[row][col + 1] = alpha * (x, y) + beta * C (beta 0: C is
+// not read, it may hold NaN), within M x N; `pairs`: one 8-byte store.
+static __device__ __forceinline__ void store_pair(float *Cb, long long ldc, int row, int col, int M, int N, float x,
+                                                  float y, float alpha, float beta, bool pairs)
+{
+  if (row >= M)
+    return;
+  float *crow = Cb + (long long)row * ldc;
+  x *= alpha, y *= alpha;
+  if (pairs && col + 1 < N) {
+    float2 *p = (float2 *)(crow + col);
+    if (beta != 0.0f) {
+      const float2 o = *p;
+      x += beta * o.x;
+      y += beta * o.y;
+    }
+    *p = make_float2(x, y);
+  } else {
+    if (col < N)
+      crow[col] = beta != 0.0f ? x + beta * crow[col] : x;
+    if (col + 1 < N)
+      crow[col + 1] = beta != 0.0f ? y + beta * crow[col + 1] : y;
+  }
+}
+
+// C[row][col ... col + 3] = alpha * v + beta * C (as store_pair); `quads`:
+// one 16-byte load and store where all four lie within N.
+static __device__ __forceinline__ void store_quad(float *Cb, long long ldc, int row, int col, int M, int N, float4 v,
+                                                  float alpha, float beta, bool quads)
+{
+  if (row >= M)
+    return;
+  float *p = Cb + (long long)row * ldc + col;
+  if (quads && col + 3 < N) {
+    float4 o = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
+    if (beta != 0.0f) {
+      const float4 x = *(const float4 *)p;
+      o.x += beta * x.x, o.y += beta * x.y, o.z += beta * x.z, o.w += beta * x.w;
+    }
+    *(float4 *)p = o;
+  } else {
+    const float x[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (col + e < N)
+        p[e] = beta != 0.0f ? alpha * x[e] + beta * p[e] : alpha * x[e];
+  }
+}
+
+// Consumer c's 128 threads meet at named barrier 1 + c (0 is __syncthreads;
+// an immediate id, so that ptxas reserves only those).
+static __device__ __forceinline__ void consumer_sync(int c)
+{
+  static_assert(WG <= 2, "a named barrier per consumer");
+  if (c == 0)
+    asm volatile("bar.sync 1, 128;" ::: "memory");
+  else
+    asm volatile("bar.sync 2, 128;" ::: "memory");
 }
 
 template <int TA, int TB>
 __global__ void __launch_bounds__(THREADS, OCC)
 $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, float *__restrict__ C,
-        long long ldc, long long stride_c, int M, int N, int K, float alpha, float beta, int batch0, int kper,
-        float *ws, unsigned *counters)
+        long long ldc, long long stride_c, int M, int N, int K, float alpha, float beta, int batch, int kper,
+        float *ws)
 {
   extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(16) float epi[WG * 64 * EPI_LD]; // each consumer's epilogue chunk
   // The swizzle needs 1024-byte aligned tiles; the launcher adds 1024 bytes.
   const unsigned raw = (unsigned)__cvta_generic_to_shared(smem_raw);
   const unsigned base = (raw + 1023) & ~1023u;
@@ -195,15 +269,10 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
 
-  // Launch order: bands of GROUP tile rows, column by column within a band,
-  // so that the blocks running together share their B slices in L2.
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const int per_band = GROUP * tiles_n, band = blockIdx.x / per_band;
-  const int first_m = band * GROUP, rows_in_band = min(GROUP, tiles_m - first_m);
-  const int tile_m = first_m + (blockIdx.x % per_band) % rows_in_band;
-  const int tile_n = (blockIdx.x % per_band) / rows_in_band;
-  const int b = batch0 + blockIdx.y;
-  // This block's k slices: chunk blockIdx.z of gridDim.z, kper slices each.
+  const long long per_batch = (long long)tiles_m * tiles_n, work = per_batch * batch;
+  // This block's k slices of each tile: chunk blockIdx.z of gridDim.z, kper
+  // slices each.
   const int kfirst = blockIdx.z * kper, klast = min((K + BK - 1) / BK, kfirst + kper);
   const int ktiles = klast - kfirst;
 
@@ -218,20 +287,27 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
   __syncthreads();
 
   if (wg == 0) {
-    // Producer.  Stage s is refilled for the n-th time once `empty` has
+    // Producer.  Its it-th slice (over all its tiles) goes to stage it %
+    // STAGES, which is refilled for the n-th time once `empty` has
     // completed n times: parity (n - 1) & 1.
 @ if setmaxnreg then
     asm volatile("setmaxnreg.dec.sync.aligned.u32 $(regs_producer);");
 @ end
     if (t == 0) {
-      for (int kt = 0; kt < ktiles; ++kt) {
-        const int s = kt % STAGES, n = kt / STAGES;
-        if (n > 0)
-          mbar_wait(empty(s), (n - 1) & 1);
-        mbar_expect_tx(full(s), STAGE_BYTES);
-        const unsigned a = tiles + s * STAGE_BYTES;
-        tma_slice<TA, BM>(a, &map_a, kfirst + kt, tile_m * BM, b, full(s));
-        tma_slice<TB, BN>(a + A_BYTES, &map_b, kfirst + kt, tile_n * BN, b, full(s));
+      unsigned it = 0;
+      for (long long w = blockIdx.x; w < work; w += gridDim.x) {
+        int tile_m, tile_n;
+        tile_coords((int)(w % per_batch), tiles_m, tiles_n, tile_m, tile_n);
+        const int b = (int)(w / per_batch);
+        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+          const int s = it % STAGES, n = it / STAGES;
+          if (n > 0)
+            mbar_wait(empty(s), (n - 1) & 1);
+          mbar_expect_tx(full(s), STAGE_BYTES);
+          const unsigned a = tiles + s * STAGE_BYTES;
+          tma_slice<TA, BM>(a, &map_a, kfirst + kt, tile_m * BM, b, full(s));
+          tma_slice<TB, BN>(a + A_BYTES, &map_b, kfirst + kt, tile_n * BN, b, full(s));
+        }
       }
     }
   } else {
@@ -239,129 +315,150 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
     asm volatile("setmaxnreg.inc.sync.aligned.u32 $(regs_consumer);");
 @ end
     const int c = wg - 1; // this consumer's rows: c * RM ... + RM
-    float d[MI][NREG];
+    const bool quads = ((ldc | stride_c) % 4 == 0) && (((unsigned long long)C & 15) == 0);
+    unsigned it = 0;
+    for (long long w = blockIdx.x; w < work; w += gridDim.x) {
+      int tile_m, tile_n;
+      tile_coords((int)(w % per_batch), tiles_m, tiles_n, tile_m, tile_n);
+      const int b = (int)(w / per_batch);
+      float d[MI][NREG];
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
+      for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int j = 0; j < NREG; ++j)
-        d[mi][j] = 0.0f;
-    /*
-     * The wgmmas of slice kt are left in flight while the next slice's are
-     * issued (wait_group 1): only then is slice kt - 1 surely read, and its
-     * stage handed back to the producer.  wgmmas on the same accumulators
-     * complete in order, so chaining them is safe.
-     */
-    for (int kt = 0; kt < ktiles; ++kt) {
-      const int s = kt % STAGES;
-      mbar_wait(full(s), (kt / STAGES) & 1);
-      const unsigned a = tiles + s * STAGE_BYTES, bb = a + A_BYTES;
-      wgmma_fence();
+        for (int j = 0; j < NREG; ++j)
+          d[mi][j] = 0.0f;
+      /*
+       * The wgmmas of slice kt are left in flight while the next slice's
+       * are issued (wait_group 1): only then is slice kt - 1 surely read,
+       * and its stage handed back to the producer; the tile's last stage
+       * goes back once all are done.  wgmmas on the same accumulators
+       * complete in order, so chaining them is safe.
+       */
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(full(s), (it / STAGES) & 1);
+        const unsigned a = tiles + s * STAGE_BYTES, bb = a + A_BYTES;
+        wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < BK / KI; ++kk)
+        for (int kk = 0; kk < BK / KI; ++kk)
+#pragma unroll
+          for (int mi = 0; mi < MI; ++mi)
+            wgmma<TA, TB>(d[mi], operand_desc<TA>(a, c * RM + mi * 64, kk), operand_desc<TB>(bb, 0, kk));
+        wgmma_commit();
+        wgmma_wait<1>();
+        if (kt > 0 && t == 0)
+          mbar_arrive(empty((it - 1) % STAGES));
+      }
+      wgmma_wait<0>();
+      if (ktiles > 0 && t == 0)
+        mbar_arrive(empty((it - 1) % STAGES));
+
+      if (gridDim.z > 1) {
+        /*
+         * Split K: this block's partial sums go to slot blockIdx.z of the
+         * tile's workspace, four registers at a time in register order
+         * (thread t's registers 4v..4v+3 of m64 tile (c, mi) at float4
+         * [((c * MI + mi) * NREG / 4 + v) * 128 + t], so a warp's stores
+         * are 512 contiguous bytes); gemm_reduce adds the slots.
+         */
+        constexpr int V = NREG / 4;
+        float4 *mine = (float4 *)ws + (w * gridDim.z + blockIdx.z) * (BM * BN / 4);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
-          wgmma<TA, TB>(d[mi], operand_desc<TA>(a, c * RM + mi * 64, kk), operand_desc<TB>(bb, 0, kk));
-      wgmma_commit();
-      wgmma_wait<1>();
-      if (kt > 0 && t == 0)
-        mbar_arrive(empty((kt - 1) % STAGES));
-    }
-    wgmma_wait<0>();
-
-    if (gridDim.z > 1) {
-      /*
-       * Split K: this block's partial sums go to slot blockIdx.z of the
-       * tile's workspace, four registers at a time in register order
-       * (thread t's registers 4v..4v+3 of m64 tile (c, mi) at float4
-       * [((c * MI + mi) * NREG / 4 + v) * 128 + t], so a warp's stores are
-       * 512 contiguous bytes).  Each thread's fence makes its stores visible
-       * before the count; the block that brings the count to gridDim.z
-       * sums every slot in chunk order and resets the counter.  Its own
-       * slot it reads back too: d is dead past the stores, which leaves the
-       * registers to loads in flight.  The loop over slots is unrolled to
-       * SPLIT with the absent ones predicated off, so that the loads of
-       * many registers and slots are issued before the first sum waits;
-       * a loop that waited for each load in turn took 100 us at 1000^3.
-       */
-      const int splits = gridDim.z;
-      const long long tile = ((long long)blockIdx.y * gridDim.x + blockIdx.x);
-      float4 *slots = (float4 *)(ws + tile * splits * (BM * BN));
-      constexpr int V = NREG / 4, SLOT = BM * BN / 4; // float4s per thread and m64 tile, per slot
-      float4 *mine = slots + (long long)blockIdx.z * SLOT;
 #pragma unroll
-      for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int v = 0; v < V; ++v)
-          __stcg(mine + ((c * MI + mi) * V + v) * 128 + t,
-                 make_float4(d[mi][4 * v], d[mi][4 * v + 1], d[mi][4 * v + 2], d[mi][4 * v + 3]));
-      __threadfence();
-      consumers_sync();
-      __shared__ unsigned last;
-      if (threadIdx.x == 128) {
-        last = atomicAdd(&counters[tile], 1u) == (unsigned)(splits - 1);
-        if (last)
-          counters[tile] = 0;
+          for (int v = 0; v < V; ++v)
+            __stcg(mine + ((c * MI + mi) * V + v) * 128 + t,
+                   make_float4(d[mi][4 * v], d[mi][4 * v + 1], d[mi][4 * v + 2], d[mi][4 * v + 3]));
+        continue;
       }
-      consumers_sync();
-      if (!last)
-        return;
-      __threadfence();
+
+      /*
+       * Epilogue, through shared memory, 32 columns at a time.  In an
+       * m64nBN tile, thread t (warp wp = t / 32, lane l) holds, for each
+       * group j of 8 columns, the pairs (row 16wp + l/4, columns 8j +
+       * 2(l%4) + {0, 1}) in d[4j], d[4j+1] and the same columns 8 rows
+       * further down in d[4j+2], d[4j+3]: stored from there, a warp's store
+       * would touch 8 rows, 32 bytes of each.  The consumer's 64 x 32 chunk
+       * goes to its buffer instead (rows EPI_LD floats apart: a half-warp's
+       * 8-byte stores hit 32 banks), and is read back by rows, so that a
+       * warp loads and stores 4 whole 128-byte lines of C at a time.
+       */
+      float *Cb = C + (long long)b * stride_c;
+      float *buf = epi + c * 64 * EPI_LD;
+      const int wp = t / 32, l = t % 32;
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-        for (int v = 0; v < V; ++v) {
-          const float4 *p = slots + ((c * MI + mi) * V + v) * 128 + t;
-          float4 sum = __ldcg(p);
-          /* Up to 8 slots fully unrolled and predicated; more, 8 at a time. */
-#pragma unroll 8
-          for (int s = 1; s < (SPLIT <= 8 ? SPLIT : splits); ++s)
-            if (s < splits) {
-              const float4 x = __ldcg(p + (long long)s * SLOT);
-              sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
-            }
-          d[mi][4 * v] = sum.x, d[mi][4 * v + 1] = sum.y, d[mi][4 * v + 2] = sum.z, d[mi][4 * v + 3] = sum.w;
-        }
-    }
-
-    /*
-     * Epilogue, straight from the accumulators.  In an m64nBN tile, thread t
-     * (warp w = t / 32, lane l) holds, for each group j of 8 columns, the
-     * pairs (row 16w + l/4, columns 8j + 2(l%4) + {0, 1}) in d[4j], d[4j+1]
-     * and the same columns 8 rows further down in d[4j+2], d[4j+3].
-     */
-    float *Cb = C + (long long)b * stride_c;
-    const bool pairs = (ldc % 2 == 0) && (((unsigned long long)C & 7) == 0) && (stride_c % 2 == 0);
-    const int w = t / 32, l = t % 32;
+        for (int q = 0; q < BN / 32; ++q) {
+          consumer_sync(c); // the last chunk is read
 #pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
+          for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = tile_m * BM + c * RM + mi * 64 + 16 * w + l / 4 + 8 * h;
-        if (row >= M)
-          continue;
-        float *crow = Cb + (long long)row * ldc;
+            for (int h = 0; h < 2; ++h)
+              *(float2 *)&buf[(16 * wp + l / 4 + 8 * h) * EPI_LD + 8 * jj + 2 * (l % 4)] =
+                  make_float2(d[mi][4 * (4 * q + jj) + 2 * h], d[mi][4 * (4 * q + jj) + 2 * h + 1]);
+          consumer_sync(c);
+          const int row0 = tile_m * BM + c * RM + mi * 64, col = tile_n * BN + 32 * q + 4 * (t % 8);
 #pragma unroll
-        for (int j = 0; j < BN / 8; ++j) {
-          const int col = tile_n * BN + 8 * j + 2 * (l % 4);
-          float x = alpha * d[mi][4 * j + 2 * h], y = alpha * d[mi][4 * j + 2 * h + 1];
-          if (pairs && col + 1 < N) {
-            float2 *p = (float2 *)(crow + col);
-            if (beta != 0.0f) { // beta == 0 must not read C: it may hold NaN
-              const float2 o = *p;
-              x += beta * o.x;
-              y += beta * o.y;
-            }
-            *p = make_float2(x, y);
-          } else {
-            if (col < N)
-              crow[col] = beta != 0.0f ? x + beta * crow[col] : x;
-            if (col + 1 < N)
-              crow[col + 1] = beta != 0.0f ? y + beta * crow[col + 1] : y;
+          for (int i = 0; i < 4; ++i) {
+            const int r = 16 * i + t / 8;
+            store_quad(Cb, ldc, row0 + r, col, M, N, *(const float4 *)&buf[r * EPI_LD + 4 * (t % 8)], alpha, beta,
+                       quads);
           }
         }
-      }
     }
   }
+}
+
+/*
+ * The split-K sum: for each tile w of `work`, C's tile = alpha * (the sum of
+ * its `splits` workspace slots, in chunk order) + beta * C.  A block takes
+ * 32 float4s of one tile's slots (a warp's 512 contiguous bytes) and 8 groups
+ * of slots: warp g adds slots g * per ... in order, and warp 0 adds the 8
+ * groups' sums in order; every launch adds alike, whatever the timing.  A
+ * float4 at index f of a slot is thread t = f % 128's registers 4v..4v+3
+ * of m64 tile (c, mi), (f / 128) = (c * MI + mi) * V + v: rows r and r + 8,
+ * columns col and col + 1 (the epilogue's layout).
+ */
+__global__ void __launch_bounds__(256) $(name)_reduce(const float4 *__restrict__ ws, float *__restrict__ C,
+                                                      long long ldc, long long stride_c, int M, int N, float alpha,
+                                                      float beta, long long work, int splits)
+{
+  constexpr int SLOT = BM * BN / 4, V = NREG / 4, GROUPS = 8;
+  __shared__ float4 part[GROUPS][32];
+  const int lane = threadIdx.x % 32, g = threadIdx.x / 32;
+  const long long i = (long long)blockIdx.x * 32 + lane; // float4 over work x SLOT
+  const long long w = i / SLOT;
+  const int f = (int)(i % SLOT);
+  const int per = (splits + GROUPS - 1) / GROUPS, s0 = min(splits, g * per), s1 = min(splits, s0 + per);
+  float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (w < work) {
+    const float4 *p = ws + w * splits * SLOT + f;
+#pragma unroll 8
+    for (int s = s0; s < s1; ++s) {
+      const float4 x = __ldcg(p + (long long)s * SLOT);
+      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+    }
+  }
+  part[g][lane] = sum;
+  __syncthreads();
+  if (g != 0 || w >= work)
+    return;
+  sum = part[0][lane];
+  for (int h = 1; h < GROUPS && h * per < splits; ++h) {
+    const float4 x = part[h][lane];
+    sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+  }
+  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  const long long per_batch = (long long)tiles_m * tiles_n;
+  int tile_m, tile_n;
+  tile_coords((int)(w % per_batch), tiles_m, tiles_n, tile_m, tile_n);
+  const int t = f % 128, q = f / 128, v = q % V, cm = q / V, wp = t / 32, l = t % 32;
+  const int row = tile_m * BM + cm * 64 + 16 * wp + l / 4, col = tile_n * BN + 8 * v + 2 * (l % 4);
+  float *Cb = C + (w / per_batch) * stride_c;
+  const bool pairs = ((ldc | stride_c) % 2 == 0) && (((unsigned long long)C & 7) == 0);
+  store_pair(Cb, ldc, row, col, M, N, sum.x, sum.y, alpha, beta, pairs);
+  store_pair(Cb, ldc, row + 8, col, M, N, sum.z, sum.w, alpha, beta, pairs);
 }
 
 /* ---- launcher ------------------------------------------------------------ */
@@ -416,7 +513,7 @@ static bool direct(const void *p, int kmajor, long long ld, long long stride, in
 
 // The kernel for each layout pair (TA, TB), and its per-device setup.
 typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, float *, long long, long long, int, int, int, float, float, int,
-                          int, float *, unsigned *);
+                          int, float *);
 @ if es == 2 then
 static const kernel_fn kernels[4] = {$(name)<0, 0>, $(name)<0, 1>, $(name)<1, 0>, $(name)<1, 1>};
 @ else
@@ -437,9 +534,9 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   const int ta = da && !kma, tb = db && !kmb; // read MN-major in place
   const kernel_fn kernel = kernels[2 * ta + tb];
 
-  const long long tiles = (long long)((a->M + BM - 1) / BM) * ((a->N + BN - 1) / BN);
+  const long long work = (long long)((a->M + BM - 1) / BM) * ((a->N + BN - 1) / BN) * a->batch;
   const int ktiles = (a->K + BK - 1) / BK;
-  const int splits = kt_gemm_splits(tiles * a->batch, ktiles, a->sm_count, OCC, SPLIT);
+  const int splits = kt_gemm_splits(work, ktiles, a->sm_count, OCC, SPLIT);
   const int kper = (ktiles + splits - 1) / splits;
   const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
   cudaError_t err = kt_launch_prepare(&once[2 * ta + tb], (const void *)kernel, smem, 0, 0, NULL);
@@ -447,12 +544,10 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     return (int)err;
   const int kp = (a->K + 16 / ES - 1) / (16 / ES) * (16 / ES);
   const size_t bytes_a = da ? 0 : (size_t)a->batch * a->M * kp * ES, bytes_b = db ? 0 : (size_t)a->batch * a->N * kp * ES;
-  /* Split K: a slot of BM x BN partial sums per block, a counter per tile
-   * (zeroed here; the last block of a tile zeroes it again). */
+  /* Split K: a slot of BM x BN partial sums per tile and chunk. */
   const size_t packed = (bytes_a + bytes_b + 255) / 256 * 256;
-  const size_t bytes_ws = splits > 1 ? (size_t)tiles * a->batch * splits * BM * BN * 4 : 0;
-  const size_t bytes_cnt = splits > 1 ? (size_t)tiles * a->batch * 4 : 0;
-  const size_t total = packed + bytes_ws + bytes_cnt;
+  const size_t bytes_ws = splits > 1 ? (size_t)work * splits * BM * BN * 4 : 0;
+  const size_t total = packed + bytes_ws;
   void *scratch = NULL;
   if (total > 0) {
     err = a->pool ? cudaMallocFromPoolAsync(&scratch, total, (cudaMemPool_t)a->pool, stream)
@@ -461,12 +556,9 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
       return (int)err;
   }
   float *ws = splits > 1 ? (float *)((char *)scratch + packed) : NULL;
-  unsigned *counters = splits > 1 ? (unsigned *)((char *)scratch + packed + bytes_ws) : NULL;
-  if (counters)
-    err = cudaMemsetAsync(counters, 0, bytes_cnt, stream);
   const void *A = a->A, *B = a->B;
   long long lda = a->lda, ldb = a->ldb, sa = a->stride_a, sb = a->stride_b;
-  if (err == cudaSuccess && !da) {
+  if (!da) {
     err = gemm_pack_launch(a->A, a->lda, a->stride_a, kma, a->M, a->K, kp, a->batch, TYPE, scratch, stream);
     A = scratch, lda = kp, sa = (long long)a->M * kp;
   }
@@ -481,18 +573,28 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (err == cudaSuccess)
     err = make_map(&map_b, B, tb, a->N, a->K, ldb, sb, a->batch, BN);
 
-  if (err == cudaSuccess && tiles > 0x7fffffffLL)
-    err = cudaErrorInvalidConfiguration;
-  for (int b0 = 0; err == cudaSuccess && b0 < a->batch; b0 += 65535) {
+  /* A block per tile (each block loops where there are more than a grid
+   * holds), or, persistent, OCC per SM looping over them all. */
+  const long long cap = PERSIST ? (long long)a->sm_count * OCC : 0x7fffffffLL;
+  if (err == cudaSuccess) {
     cudaLaunchConfig_t cfg = {};
     // The chunks of K on z: no block waits for another, so any order runs.
-    cfg.gridDim = dim3((unsigned)tiles, (unsigned)(a->batch - b0 < 65535 ? a->batch - b0 : 65535), (unsigned)splits);
+    cfg.gridDim = dim3((unsigned)(work < cap ? work : cap), 1, (unsigned)splits);
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, a->C, a->ldc, a->stride_c, a->M, a->N, a->K, a->alpha,
-                             a->beta, b0, kper, ws ? ws + (size_t)b0 * tiles * splits * BM * BN : NULL,
-                             counters ? counters + (size_t)b0 * tiles : NULL);
+                             a->beta, a->batch, kper, ws);
+  }
+  if (err == cudaSuccess && splits > 1) {
+    const long long blocks = (work * (BM * BN / 4) + 31) / 32;
+    if (blocks > 0x7fffffffLL)
+      err = cudaErrorInvalidConfiguration;
+    else
+      $(name)_reduce<<<(unsigned)blocks, 256, 0, stream>>>((const float4 *)ws, a->C, a->ldc, a->stride_c, a->M,
+                                                          a->N, a->alpha, a->beta, work, splits);
+    if (err == cudaSuccess)
+      err = cudaGetLastError();
   }
   if (scratch) {
     const cudaError_t e = cudaFreeAsync(scratch, stream);

@@ -57,15 +57,18 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
 /* Sizes whose rows TMA can address (multiples of 8 elements, 16 bytes for
  * the 16-bit types) take the in-place paths: BF16 and FP16 read every op
  * pair MN- or K-major where it is; TF32 repacks MN-major operands.  Edges
- * off every tile, K off the 64-element slice, batches; the last shape has
- * few tiles and a long K, which the variants that split K split 2 to 4 ways
- * (and the batch's tiles reduce apart).  The mma.sync variants take their
- * 16-byte copies here (the odd shapes above take the narrower ones). */
+ * off every tile, K off the 64-element slice, batches.  520 x 1300 x 5 has
+ * more tiles than a persistent grid has blocks (150 of 128 x 256 on 132
+ * SMs), so its blocks loop over tiles and across batch entries.  The last
+ * two have few tiles and a long K, which the variants that split K split
+ * 8 to 15 ways (and the batch's tiles reduce apart) and 21 to 42 ways.
+ * The mma.sync variants take their 16-byte copies here (the odd shapes
+ * above take the narrower ones). */
 Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
 {
   kt_rng r = {fresh_seed()};
   static const int shapes[][5] = {{200, 136, 72, 0, 2}, {64, 256, 128, 8, 1}, {328, 264, 200, 16, 3}, {8, 8, 8, 0, 1},
-                                  {96, 136, 4100, 8, 2}};
+                                  {520, 1300, 8, 8, 5},    {96, 136, 4100, 8, 2},   {16, 24, 12000, 0, 1}};
   const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
   int checked = 0;
   for (int i = 0; i < kt_registry_count; ++i) {
@@ -78,8 +81,8 @@ Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
       for (int ops = 0; ops < 4; ++ops)
         for (int s = 0; s < nshapes; ++s) {
           const kt_tune_gemm_case cs = {type, ops >> 1, ops & 1, shapes[s][0], shapes[s][1], shapes[s][2],
-                                        shapes[s][4], shapes[s][3], s && s < nshapes - 1 ? 1.0f : 0.5f,
-                                        s % 2 || s == nshapes - 1 ? -1.0f : 0.0f};
+                                        shapes[s][4], shapes[s][3], s && s < nshapes - 2 ? 1.0f : 0.5f,
+                                        s % 2 || s >= nshapes - 2 ? -1.0f : 0.0f};
           kt_check c;
           kt_tune_gemm_check(v, &gpu, &cs, kt_rng_next(&r), &c);
           cr_expect(c.ok, "%s (%s, op %c%c, %dx%dx%d): %s", v->name, kt_gemm_type_name(type), "NT"[cs.op_a],
