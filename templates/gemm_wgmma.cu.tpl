@@ -43,7 +43,7 @@
  * Split K.  Where the tiles (times the batch) leave SMs idle, the launcher
  * splits K into up to SPLIT chunks (gridDim.z), each block summing its
  * chunk's k slices into a workspace slot of its own.  A second kernel
- * (gemm_reduce) then adds the slots of each tile in chunk order and runs
+ * ($(name)_reduce) then adds the slots of each tile in chunk order and runs
  * the epilogue, spread over the whole GPU; the sum does not depend on which
  * block finished when.
  *
@@ -285,6 +285,10 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  // Behind a repack, the launcher lets this grid start before the repack
+  // ends (programmatic dependent launch): the setup above overlaps its
+  // tail, and nothing in global memory is touched before it is done.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 
   if (wg == 0) {
     // Producer.  Its it-th slice (over all its tiles) goes to stage it %
@@ -359,7 +363,7 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
          * tile's workspace, four registers at a time in register order
          * (thread t's registers 4v..4v+3 of m64 tile (c, mi) at float4
          * [((c * MI + mi) * NREG / 4 + v) * 128 + t], so a warp's stores
-         * are 512 contiguous bytes); gemm_reduce adds the slots.
+         * are 512 contiguous bytes); $(name)_reduce adds the slots.
          */
         constexpr int V = NREG / 4;
         float4 *mine = (float4 *)ws + (w * gridDim.z + blockIdx.z) * (BM * BN / 4);
@@ -426,6 +430,7 @@ __global__ void __launch_bounds__(256) $(name)_reduce(const float4 *__restrict__
 {
   constexpr int SLOT = BM * BN / 4, V = NREG / 4, GROUPS = 8;
   __shared__ float4 part[GROUPS][32];
+  asm volatile("griddepcontrol.wait;" ::: "memory"); // launched before the slots are all written
   const int lane = threadIdx.x % 32, g = threadIdx.x / 32;
   const long long i = (long long)blockIdx.x * 32 + lane; // float4 over work x SLOT
   const long long w = i / SLOT;
@@ -576,6 +581,11 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   /* A block per tile (each block loops where there are more than a grid
    * holds), or, persistent, OCC per SM looping over them all. */
   const long long cap = PERSIST ? (long long)a->sm_count * OCC : 0x7fffffffLL;
+  /* A kernel of ours that follows another of ours may start as that one's
+   * blocks finish; it waits (griddepcontrol.wait) before touching memory. */
+  cudaLaunchAttribute early;
+  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early.val.programmaticStreamSerializationAllowed = 1;
   if (err == cudaSuccess) {
     cudaLaunchConfig_t cfg = {};
     // The chunks of K on z: no block waits for another, so any order runs.
@@ -583,18 +593,25 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
+    cfg.attrs = &early;
+    cfg.numAttrs = da && db ? 0 : 1; // after a repack of ours
     err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, a->C, a->ldc, a->stride_c, a->M, a->N, a->K, a->alpha,
                              a->beta, a->batch, kper, ws);
   }
   if (err == cudaSuccess && splits > 1) {
     const long long blocks = (work * (BM * BN / 4) + 31) / 32;
-    if (blocks > 0x7fffffffLL)
+    if (blocks > 0x7fffffffLL) {
       err = cudaErrorInvalidConfiguration;
-    else
-      $(name)_reduce<<<(unsigned)blocks, 256, 0, stream>>>((const float4 *)ws, a->C, a->ldc, a->stride_c, a->M,
-                                                          a->N, a->alpha, a->beta, work, splits);
-    if (err == cudaSuccess)
-      err = cudaGetLastError();
+    } else {
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3((unsigned)blocks);
+      cfg.blockDim = dim3(256);
+      cfg.stream = stream;
+      cfg.attrs = &early;
+      cfg.numAttrs = 1;
+      err = cudaLaunchKernelEx(&cfg, $(name)_reduce, (const float4 *)ws, a->C, a->ldc, a->stride_c, a->M, a->N,
+                               a->alpha, a->beta, work, splits);
+    }
   }
   if (scratch) {
     const cudaError_t e = cudaFreeAsync(scratch, stream);
