@@ -159,10 +159,10 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * persistent variant (OCC blocks per SM looping over the tiles) pays the
  * fill once and, per tile, only the OVERLAP of the epilogue that its next
  * tile's loads do not hide.  Split K adds a slice for the second kernel's
- * sum.  At an untuned shape a variant is expected to take its time at the nearest tuned
- * problem scaled by its cost at the call over its cost there; this puts
- * small tiles and split K first where big tiles would leave SMs idle, and
- * keeps the measured order where both shapes fill the GPU alike.
+ * sum.  At an untuned shape a variant is expected to take its time at the
+ * nearest tuned problem scaled by its cost at the call over its cost there;
+ * this puts small tiles and split K first where big tiles would leave SMs
+ * idle, and keeps the measured order where both shapes fill the GPU alike.
  */
 #define FILL 3.0
 #define OVERLAP 1.0
