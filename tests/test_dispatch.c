@@ -761,6 +761,17 @@ static void tune_measured(const char *path, const kt_device_info *dev, const mea
   }
 }
 
+/* A context on a fresh database that holds the n measurements of t, made
+ * on a 132-SM sm_90 test GPU. */
+static kt_context *open_measured(const measured *t, size_t n)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  tune_measured(path, &dev, t, n);
+  return open_described(&dev, path, NULL);
+}
+
 /* The short-K kernel has no pipeline, so its time grows with K faster
  * than a pipelined kernel's: it wins at a K of a few steps, but not at a
  * K of 58, where calibrating it on K 8 and 16 as if those were padded to
@@ -768,11 +779,7 @@ static void tune_measured(const char *path, const kt_device_info *dev, const mea
  * warp-tiled kernel 0.0173). */
 Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
 {
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  tune_measured(path, &dev, h100_short_k, sizeof h100_short_k / sizeof h100_short_k[0]);
-  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_context *ctx = open_measured(h100_short_k, sizeof h100_short_k / sizeof h100_short_k[0]);
   /* Rows not float4-aligned, as in the suite. */
   kt_choice c = matmul_choice(ctx, 7180, 258, 58, A16, 59, 260, 258);
   cr_assert_str_eq(c.variant, "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", "got %s", c.variant);
@@ -813,11 +820,7 @@ static const measured h100_split[] = {
  * the workspace split 0.0099). */
 Test(dispatch, a_call_of_a_few_microseconds_avoids_the_workspace_split)
 {
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  tune_measured(path, &dev, h100_split, sizeof h100_split / sizeof h100_split[0]);
-  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_context *ctx = open_measured(h100_split, sizeof h100_split / sizeof h100_split[0]);
   kt_choice c = matmul_choice(ctx, 7, 312, 509, A16, 509, 312, 312);
   cr_assert_str_eq(c.variant, "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", "got %s", c.variant);
   kt_close(ctx);
