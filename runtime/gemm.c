@@ -178,7 +178,7 @@ static int param_int(const kt_variant *v, const char *key)
  * once per process (pthread_once), not by name at every call; without the
  * table's memory they are parsed per call. */
 typedef struct geometry {
-  int bm, bn, occ, split, persist;
+  int bm, bn, occ, split, persist, wgmma;
 } geometry;
 
 static geometry *geometries;
@@ -186,8 +186,8 @@ static pthread_once_t geometries_once = PTHREAD_ONCE_INIT;
 
 static geometry parse_geometry(const kt_variant *v)
 {
-  return (geometry){param_int(v, "bm"), param_int(v, "bn"), param_int(v, "occ"), param_int(v, "split"),
-                    param_int(v, "persist")};
+  return (geometry){param_int(v, "bm"),    param_int(v, "bn"),      param_int(v, "occ"),
+                    param_int(v, "split"), param_int(v, "persist"), strcmp(v->algo, "wgmma") == 0};
 }
 
 static void build_geometries(void)
@@ -209,15 +209,21 @@ static geometry geometry_of(const kt_variant *v)
   return parse_geometry(v);
 }
 
-/* The model's cost of v on M x N x K x batch of `type`, or 0 where v has
- * no such model (the CUDA-core fallback). */
-static double cost(const kt_variant *v, const kt_device_info *d, int type, long long M, long long N, long long K,
-                   long long batch)
+/* The model's cost of v on M x N x K x batch of `type` and ops, or 0 where
+ * v has no such model (the CUDA-core fallback).  The Hopper TF32 kernel
+ * runs some op pairs as the transpose (kt_gemm_tf32_swaps), its tiles then
+ * covering N x M. */
+static double cost(const kt_variant *v, const kt_device_info *d, int type, int op_a, int op_b, long long M,
+                   long long N, long long K, long long batch)
 {
   const geometry g = geometry_of(v);
   const int bm = g.bm, bn = g.bn, occ = g.occ, split = g.split;
   if (bm <= 0 || bn <= 0 || occ <= 0 || d->sm_count <= 0)
     return 0;
+  if (type == KT_GEMM_TF32 && g.wgmma && kt_gemm_tf32_swaps(op_a, op_b, M, N)) {
+    const long long m = M;
+    M = N, N = m;
+  }
   const long long bk = 128 / kt_gemm_elem_bytes(type);
   const long long blocks = (M + bm - 1) / bm * ((N + bn - 1) / bn) * batch;
   const long long ktiles = (K + bk - 1) / bk;
@@ -238,10 +244,11 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
     return t;
   *out = *t;
   double est[KT_MAX_RANKED];
-  const int type = (int)(t->problem.dim[3] / 4);
+  const long long l = t->problem.dim[3];
   for (int i = 0; i < t->count; ++i) {
-    const double at = cost(t->ranked[i], d, type, t->problem.m, t->problem.n, t->problem.k, 1);
-    const double here = cost(t->ranked[i], d, (int)x->type, x->M, x->N, x->K, x->batch);
+    const double at = cost(t->ranked[i], d, (int)(l / 4), (int)((l >> 1) & 1), (int)(l & 1), t->problem.m,
+                           t->problem.n, t->problem.k, 1);
+    const double here = cost(t->ranked[i], d, (int)x->type, (int)x->op_a, (int)x->op_b, x->M, x->N, x->K, x->batch);
     est[i] = at > 0 && here > 0 && t->ms[i] > 0 ? t->ms[i] * here / at : INFINITY;
   }
   /* Insertion sort, stable: equal estimates keep the measured order. */

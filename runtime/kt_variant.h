@@ -147,6 +147,20 @@ typedef struct kt_gemm_args {
   void *pool;   /* cudaMemPool_t for scratch (operands repacked for TMA); NULL = the device's default */
 } kt_gemm_args;
 
+/* Does the Hopper TF32 kernel (wgmma) compute this call as its transpose,
+ * C^T = op(B)^T * op(A)^T?  wgmma reads TF32 from shared memory K-major only,
+ * but takes its first operand from registers in any layout.  So an MN-major
+ * op(B) (op N) becomes that first operand by swapping the roles: always when
+ * op(A) is K-major (op N); when op(A) is MN-major too (op T), one of the two
+ * must be repacked K-major, and the swap keeps B in place when A is the
+ * smaller (M <= N).  The launcher swaps only where B can be read in place
+ * (16-byte aligned); dispatch's cost model (runtime/gemm.c) prices the
+ * swapped tiles with the same rule. */
+static inline int kt_gemm_tf32_swaps(int op_a, int op_b, long long M, long long N)
+{
+  return op_b == KT_GEMM_OP_N && (op_a == KT_GEMM_OP_N || M <= N);
+}
+
 /* Into how many chunks a gemm kernel that may split K `split` ways splits
  * it (1: not at all), for `blocks` tiles (times the batch) of `ktiles` k
  * slices, `occ` blocks per SM: only where the blocks fall short of half a

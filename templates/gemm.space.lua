@@ -38,8 +38,8 @@ return {
       template = "templates/gemm_wgmma.cu.tpl",
       doc = "Hopper: wgmma from shared memory, TMA loads through an mbarrier pipeline, a producer warpgroup " ..
         "and WG consumer warpgroups (setmaxnreg), optionally persistent, the epilogue through shared memory; " ..
-        "16-bit types read every op pair in place (wgmma's transpose), TF32 MN-major operands are repacked " ..
-        "K-major first",
+        "16-bit types read every op pair in place (wgmma's transpose); TF32 reads one MN-major operand from " ..
+        "registers (op N, N runs as the transpose, C^T = B^T A^T) and repacks the other K-major first",
       params = {
         { "type", { "bf16", "f16", "tf32" }, "input type; FP32 accumulation", tag = "" },
         { "bm", { 64, 128 }, "BM: rows of C per block", tag = "" },

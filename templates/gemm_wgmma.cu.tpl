@@ -26,12 +26,18 @@
  * K-major (op N: M x K, K contiguous), TA = 1 MN-major (op T: K x M, M
  * contiguous); TB = 0 reads B K-major (op T: N x K), TB = 1 MN-major (op N:
  * K x N).  wgmma reads 16-bit MN-major operands itself (its transpose
- * bits), so BF16 and FP16 run every op pair in place; TF32 it reads only
- * K-major, so the launcher repacks a TF32 MN-major operand into K-major
- * scratch first (gemm_pack), as it does any operand whose rows or base TMA
- * cannot address (not 16-byte aligned).  Every call is served.  Edges need
- * no code: TMA fills what lies outside the tensor with zeros, which add
- * nothing, and the epilogue stores only inside C.
+ * bits), so BF16 and FP16 run every op pair in place.  TF32 it reads from
+ * shared memory only K-major, but its first operand may come from
+ * registers: with TA = 1 (RA below) each consumer loads its A fragments
+ * from the MN-major tile with ld.shared.  That serves op T, N in place; op
+ * N, N (and op T, N where A is the smaller operand) the launcher runs as
+ * the transpose, C^T = op(B)^T op(A)^T (kt_gemm_tf32_swaps), so that op(B)
+ * is the register operand: CT = 1, and the epilogue stores each tile
+ * transposed.  What is left, op T, T's other operand and any operand whose
+ * rows or base TMA cannot address (not 16-byte aligned), the launcher
+ * repacks into K-major scratch first (gemm_pack).  Every call is served.
+ * Edges need no code: TMA fills what lies outside the tensor with zeros,
+ * which add nothing, and the epilogue stores only inside C.
  *
  * Tiles.  Block x of the grid computes tiles x, x + gridDim.x, ... of the
  * launch order (below), batch entries one after another.  Non-persistent
@@ -50,10 +56,10 @@
  * Shared memory: rows of 128 bytes, written by TMA with the 128-byte
  * swizzle that wgmma's descriptors name, so that the tensor cores read
  * them without bank conflicts.  K-major, a row is the BK elements of one
- * row of the tile; MN-major, a row is 64 consecutive rows (or columns) of
- * the tile at one k, the tile being BM / 64 (BN / 64) chunks of BK such
- * rows, each chunk one TMA box.  Each tile is a multiple of 1024 bytes (8
- * rows, the swizzle's period) and starts 1024-aligned.
+ * row of the tile; MN-major, a row is 128 bytes of consecutive rows (or
+ * columns) of the tile at one k, the tile being chunks of BK such rows,
+ * each chunk one TMA box.  Each tile is a multiple of 1024 bytes (8 rows,
+ * the swizzle's period) and starts 1024-aligned.
  */
 constexpr int BM = $(bm), BN = $(bn), BK = $(bk); // block tile; BK elements = 128 bytes
 constexpr int WG = $(wg);                          // consumer warpgroups
@@ -66,15 +72,18 @@ constexpr int RM = BM / WG;                        // rows of the tile per consu
 constexpr int MI = RM / 64;                        // m64 wgmmas per consumer and k step
 constexpr int KI = $(ki);                          // K of one wgmma instruction
 constexpr int EPI_LD = 40;                         // floats per row of an epilogue chunk (32 + 8)
+constexpr int EPI_LDT = 68;                        // the same, transposed: floats per column (64 + 4)
 constexpr int THREADS = 128 * (WG + 1);
 constexpr int ES = $(es);                          // bytes per input element
 constexpr int A_BYTES = BM * BK * ES, B_BYTES = BN * BK * ES, STAGE_BYTES = A_BYTES + B_BYTES;
 constexpr int NREG = BN / 2;                       // accumulators per thread per m64 tile
 constexpr int TYPE = $(type_id);
-constexpr int CHUNK_BYTES = 64 * BK * ES;          // one MN-major chunk: 64 rows (or columns) x BK
+constexpr int CHUNK_ROWS = 128 / ES;               // rows (or columns) of one MN-major chunk: 128 bytes
+constexpr int CHUNK_BYTES = CHUNK_ROWS * BK * ES;  // one MN-major chunk: CHUNK_ROWS x BK
 static_assert(BK * ES == 128, "a slice row is one 128-byte swizzle row");
 static_assert(A_BYTES % 1024 == 0 && B_BYTES % 1024 == 0, "tiles keep the swizzle's 1024-byte alignment");
 static_assert(RM % 64 == 0, "each consumer owns whole m64 tiles");
+static_assert(64 * EPI_LD >= 32 * EPI_LDT, "the transposed chunk fits the epilogue buffer");
 
 // ---- mbarriers ---------------------------------------------------------
 static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
@@ -114,16 +123,16 @@ static __device__ __forceinline__ void tma_load(unsigned dst, const CUtensorMap 
 }
 
 // Load one operand's slice kt of `rows` rows starting at row0 into dst:
-// K-major, one box of BK x rows; MN-major, rows / 64 boxes of 64 x BK, one
-// per chunk.
+// K-major, one box of BK x rows; MN-major, rows / CHUNK_ROWS boxes of
+// CHUNK_ROWS x BK, one per chunk.
 template <int MN, int ROWS>
 static __device__ __forceinline__ void tma_slice(unsigned dst, const CUtensorMap *map, int kt, int row0, int batch,
                                                  unsigned bar)
 {
   if constexpr (MN) {
 #pragma unroll
-    for (int i = 0; i < ROWS / 64; ++i)
-      tma_load(dst + i * CHUNK_BYTES, map, row0 + 64 * i, kt * BK, batch, bar);
+    for (int i = 0; i < ROWS / CHUNK_ROWS; ++i)
+      tma_load(dst + i * CHUNK_BYTES, map, row0 + CHUNK_ROWS * i, kt * BK, batch, bar);
   } else {
     tma_load(dst, map, kt * BK, row0, batch, bar);
   }
@@ -132,9 +141,9 @@ static __device__ __forceinline__ void tma_slice(unsigned dst, const CUtensorMap
 // ---- wgmma ---------------------------------------------------------------
 // A shared-memory matrix descriptor for rows of 128 bytes with the 128-byte
 // swizzle.  K-major: 8-row groups (of the tile's rows) 1024 bytes apart
-// (the stride offset); the leading offset is unused.  MN-major: 8-row
-// groups (of k) 1024 bytes apart (the stride offset), and chunks of 64
-// rows (or columns) CHUNK_BYTES apart (the leading offset).
+// (the stride offset); the leading offset is unused.  MN-major (16-bit
+// types only): 8-row groups (of k) 1024 bytes apart (the stride offset),
+// and chunks of 64 rows (or columns) CHUNK_BYTES apart (the leading offset).
 template <int MN> static __device__ __forceinline__ unsigned long long smem_desc(unsigned addr)
 {
   const unsigned long long lead = MN ? CHUNK_BYTES >> 4 : 1;
@@ -148,7 +157,7 @@ template <int MN> static __device__ __forceinline__ unsigned long long smem_desc
 template <int MN> static __device__ __forceinline__ unsigned long long operand_desc(unsigned tile, int row, int kk)
 {
   if constexpr (MN)
-    return smem_desc<1>(tile + (row / 64) * CHUNK_BYTES + kk * KI * 128);
+    return smem_desc<1>(tile + (row / CHUNK_ROWS) * CHUNK_BYTES + kk * KI * 128);
   else
     return smem_desc<0>(tile + row * 128 + kk * KI * ES);
 }
@@ -175,6 +184,75 @@ static __device__ __forceinline__ void wgmma(float (&d)[NREG], unsigned long lon
 @ end
                : "l"(da), "l"(db), "r"(1)$(ki == 16 and ', "n"(TA), "n"(TB)' or ''));
 }
+@ if es == 4 then
+// d += A (64 x 8, this thread's fragment a) * B (BN x 8, descriptor db)^T:
+// TF32 with the first operand from registers (any layout in memory).
+static __device__ __forceinline__ void wgmma_rs(float (&d)[NREG], const unsigned (&a)[4], unsigned long long db)
+{
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %$(bn // 2 + 5), 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n$(bn)k8.f32.tf32.tf32\n"
+               "{"
+@ for i = 0, bn // 2 - 1 do
+               "%$(i)$(i < bn // 2 - 1 and ', ' or '')"
+@ end
+               "},\n"
+               " {%$(bn // 2), %$(bn // 2 + 1), %$(bn // 2 + 2), %$(bn // 2 + 3)}, %$(bn // 2 + 4), p, 1, 1;\n}"
+               : "+f"(d[0])
+@ for i = 1, bn // 2 - 1 do
+                 , "+f"(d[$(i)])
+@ end
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+@ end
+
+/*
+ * Register-fed A (RA: TF32, A's tile MN-major).  wgmma's fragment of a
+ * 64 x 8 step gives thread t (warp wp = t / 32, lane g * 4 + q) the rows
+ * 16wp + g and 16wp + g + 8 (its accumulator rows) at k = q and q + 4.
+ * Which row of the tile feeds accumulator row r is ours to choose, so long
+ * as the epilogue stores r where that row belongs.  acc_row picks the
+ * pair (R, R + 1) for rows g and g + 8, so that each k is one 8-byte load,
+ * and spreads a warp's pairs so that its loads from the swizzled tile hit
+ * every bank once per half-warp: lanes g = 0..3 of a warp read 16-byte
+ * units 0 and 4 of its 32-row chunk (then 1 and 5, 2 and 6, 3 and 7), at 4
+ * k rows whose swizzle (XOR k % 8) maps them onto 8 distinct units.
+ * Without RA, accumulator row r is tile row r.
+ */
+template <int RA> static __device__ __forceinline__ int acc_row(int wp, int g, int h)
+{
+  if constexpr (!RA)
+    return 16 * wp + g + 8 * h;
+  const int q = g >> 1, unit = (((q & 1) << 2) | (q >> 1)) + 2 * (wp & 1); // 0, 4, 1, 5 (+ 2 odd warps)
+  return 32 * (wp >> 1) + 4 * unit + 2 * (g & 1) + h;
+}
+
+// The accumulator row that holds tile row R (0..63): acc_row's inverse.
+template <int RA> static __device__ __forceinline__ int row_acc(int R)
+{
+  if constexpr (!RA)
+    return R;
+  const int unit = (R & 31) >> 2, wp = 2 * (R >> 5) + ((unit >> 1) & 1), v = unit & 5;
+  const int g = 2 * (((v & 1) << 1) | (v >> 2)) + ((R >> 1) & 1);
+  return 16 * wp + g + 8 * (R & 1);
+}
+
+@ if es == 4 then
+// This thread's A fragment of k step kk from the MN-major tile at `tile`,
+// rows row0 ... row0 + 63 (row0 a multiple of 64): tile row R, k sits in
+// chunk R / 32, row k, 16-byte unit (R % 32) / 4 XOR k % 8 (TMA's swizzle).
+static __device__ __forceinline__ void load_frag(unsigned tile, int row0, int kk, int wp, int lane, unsigned (&a)[4])
+{
+  const int g = lane >> 2, q = lane & 3, R = row0 + acc_row<1>(wp, g, 0);
+  const unsigned chunk = tile + (R / CHUNK_ROWS) * CHUNK_BYTES + kk * KI * 128;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) { // k = q, then q + 4: a[0..1], then a[2..3]
+    const int k = q + 4 * h;
+    const unsigned addr = chunk + k * 128 + ((((R % CHUNK_ROWS) >> 2) ^ k) << 4) + (R & 3) * 4;
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];" : "=r"(a[2 * h]), "=r"(a[2 * h + 1]) : "r"(addr));
+  }
+}
+@ end
+
 static __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 static __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 template <int N> static __device__ __forceinline__ void wgmma_wait()
@@ -182,64 +260,59 @@ template <int N> static __device__ __forceinline__ void wgmma_wait()
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
 
-// Tile `tile` of the launch order: bands of GROUP tile rows, column by
-// column within a band, so that the blocks running together share their B
-// slices in L2.
-static __device__ __forceinline__ void tile_coords(int tile, int tiles_m, int tiles_n, int &tile_m, int &tile_n)
+// Work item w (a tile of one batch entry) in the launch order: batch entries
+// one after another; within one, bands of GROUP tile rows, column by column
+// within a band, so that the blocks running together share their B slices
+// in L2.
+struct tile_at {
+  int m, n, b; // tile row, tile column, batch entry
+};
+static __device__ __forceinline__ tile_at tile_of(long long w, int tiles_m, int tiles_n)
 {
-  const int per_band = GROUP * tiles_n, band = tile / per_band;
+  const long long per_batch = (long long)tiles_m * tiles_n;
+  const int tile = (int)(w % per_batch), per_band = GROUP * tiles_n, band = tile / per_band;
   const int first_m = band * GROUP, rows_in_band = min(GROUP, tiles_m - first_m);
-  tile_m = first_m + (tile % per_band) % rows_in_band;
-  tile_n = (tile % per_band) / rows_in_band;
+  return {first_m + (tile % per_band) % rows_in_band, (tile % per_band) / rows_in_band, (int)(w / per_batch)};
 }
 
-// C[row][col], C[row][col + 1] = alpha * (x, y) + beta * C (beta 0: C is
-// not read, it may hold NaN), within M x N; `pairs`: one 8-byte store.
-static __device__ __forceinline__ void store_pair(float *Cb, long long ldc, int row, int col, int M, int N, float x,
-                                                  float y, float alpha, float beta, bool pairs)
-{
-  if (row >= M)
-    return;
-  float *crow = Cb + (long long)row * ldc;
-  x *= alpha, y *= alpha;
-  if (pairs && col + 1 < N) {
-    float2 *p = (float2 *)(crow + col);
-    if (beta != 0.0f) {
-      const float2 o = *p;
-      x += beta * o.x;
-      y += beta * o.y;
-    }
-    *p = make_float2(x, y);
-  } else {
-    if (col < N)
-      crow[col] = beta != 0.0f ? x + beta * crow[col] : x;
-    if (col + 1 < N)
-      crow[col + 1] = beta != 0.0f ? y + beta * crow[col + 1] : y;
-  }
-}
+template <int W> struct vec_of;
+template <> struct vec_of<2> {
+  using type = float2;
+};
+template <> struct vec_of<4> {
+  using type = float4;
+};
 
-// C[row][col ... col + 3] = alpha * v + beta * C (as store_pair); `quads`:
-// one 16-byte load and store where all four lie within N.
-static __device__ __forceinline__ void store_quad(float *Cb, long long ldc, int row, int col, int M, int N, float4 v,
-                                                  float alpha, float beta, bool quads)
+// C[row][col ... col + W - 1] = alpha * v + beta * C, within M x N (beta 0:
+// C is not read, it may hold NaN); `vec` (W 2 or 4): one W-wide load and
+// store where all W lie within N (the caller has checked the alignment).
+template <int W>
+static __device__ __forceinline__ void store_run(float *Cb, long long ldc, int row, int col, int M, int N,
+                                                 const float (&v)[W], float alpha, float beta, bool vec)
 {
   if (row >= M)
     return;
   float *p = Cb + (long long)row * ldc + col;
-  if (quads && col + 3 < N) {
-    float4 o = make_float4(alpha * v.x, alpha * v.y, alpha * v.z, alpha * v.w);
-    if (beta != 0.0f) {
-      const float4 x = *(const float4 *)p;
-      o.x += beta * x.x, o.y += beta * x.y, o.z += beta * x.z, o.w += beta * x.w;
-    }
-    *(float4 *)p = o;
-  } else {
-    const float x[4] = {v.x, v.y, v.z, v.w};
+  if constexpr (W > 1) {
+    if (vec && col + W <= N) {
+      using V = typename vec_of<W>::type;
+      union {
+        V v;
+        float f[W];
+      } o, x;
+      if (beta != 0.0f)
+        x.v = *(const V *)p;
 #pragma unroll
-    for (int e = 0; e < 4; ++e)
-      if (col + e < N)
-        p[e] = beta != 0.0f ? alpha * x[e] + beta * p[e] : alpha * x[e];
+      for (int e = 0; e < W; ++e)
+        o.f[e] = beta != 0.0f ? alpha * v[e] + beta * x.f[e] : alpha * v[e];
+      *(V *)p = o.v;
+      return;
+    }
   }
+#pragma unroll
+  for (int e = 0; e < W; ++e)
+    if (col + e < N)
+      p[e] = beta != 0.0f ? alpha * v[e] + beta * p[e] : alpha * v[e];
 }
 
 // Consumer c's 128 threads meet at named barrier 1 + c (0 is __syncthreads;
@@ -253,12 +326,17 @@ static __device__ __forceinline__ void consumer_sync(int c)
     asm volatile("bar.sync 2, 128;" ::: "memory");
 }
 
-template <int TA, int TB>
+// TA, TB: the operands' layouts (above); CT: C^T is computed (M, N, A and B
+// are the launcher's swapped ones) and stored transposed.  RA: A from
+// registers (TF32 with A MN-major).
+template <int TA, int TB, int CT>
 __global__ void __launch_bounds__(THREADS, OCC)
 $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, float *__restrict__ C,
         long long ldc, long long stride_c, int M, int N, int K, float alpha, float beta, int batch, int kper,
         float *ws)
 {
+  constexpr int RA = ES == 4 && TA;
+  static_assert(!CT || RA, "only the register-fed TF32 kernel runs transposed");
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(16) float epi[WG * 64 * EPI_LD]; // each consumer's epilogue chunk
   // The swizzle needs 1024-byte aligned tiles; the launcher adds 1024 bytes.
@@ -270,7 +348,7 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
   auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
 
   const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const long long per_batch = (long long)tiles_m * tiles_n, work = per_batch * batch;
+  const long long work = (long long)tiles_m * tiles_n * batch;
   // This block's k slices of each tile: chunk blockIdx.z of gridDim.z, kper
   // slices each.
   const int kfirst = blockIdx.z * kper, klast = min((K + BK - 1) / BK, kfirst + kper);
@@ -300,17 +378,15 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
     if (t == 0) {
       unsigned it = 0;
       for (long long w = blockIdx.x; w < work; w += gridDim.x) {
-        int tile_m, tile_n;
-        tile_coords((int)(w % per_batch), tiles_m, tiles_n, tile_m, tile_n);
-        const int b = (int)(w / per_batch);
+        const tile_at at = tile_of(w, tiles_m, tiles_n);
         for (int kt = 0; kt < ktiles; ++kt, ++it) {
           const int s = it % STAGES, n = it / STAGES;
           if (n > 0)
             mbar_wait(empty(s), (n - 1) & 1);
           mbar_expect_tx(full(s), STAGE_BYTES);
           const unsigned a = tiles + s * STAGE_BYTES;
-          tma_slice<TA, BM>(a, &map_a, kfirst + kt, tile_m * BM, b, full(s));
-          tma_slice<TB, BN>(a + A_BYTES, &map_b, kfirst + kt, tile_n * BN, b, full(s));
+          tma_slice<TA, BM>(a, &map_a, kfirst + kt, at.m * BM, at.b, full(s));
+          tma_slice<TB, BN>(a + A_BYTES, &map_b, kfirst + kt, at.n * BN, at.b, full(s));
         }
       }
     }
@@ -319,12 +395,11 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
     asm volatile("setmaxnreg.inc.sync.aligned.u32 $(regs_consumer);");
 @ end
     const int c = wg - 1; // this consumer's rows: c * RM ... + RM
+    const int wp = t / 32, l = t % 32;
     const bool quads = ((ldc | stride_c) % 4 == 0) && (((unsigned long long)C & 15) == 0);
     unsigned it = 0;
     for (long long w = blockIdx.x; w < work; w += gridDim.x) {
-      int tile_m, tile_n;
-      tile_coords((int)(w % per_batch), tiles_m, tiles_n, tile_m, tile_n);
-      const int b = (int)(w / per_batch);
+      const tile_at at = tile_of(w, tiles_m, tiles_n);
       float d[MI][NREG];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
@@ -336,19 +411,44 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
        * are issued (wait_group 1): only then is slice kt - 1 surely read,
        * and its stage handed back to the producer; the tile's last stage
        * goes back once all are done.  wgmmas on the same accumulators
-       * complete in order, so chaining them is safe.
+       * complete in order, so chaining them is safe.  RA: slice kt's A
+       * fragments go to register set kt % 2, which the wgmmas of slice kt
+       * - 2 (done by then) last read.
        */
-      for (int kt = 0; kt < ktiles; ++kt, ++it) {
-        const int s = it % STAGES;
-        mbar_wait(full(s), (it / STAGES) & 1);
-        const unsigned a = tiles + s * STAGE_BYTES, bb = a + A_BYTES;
+      auto slice = [&](unsigned a, auto &frag) {
+        const unsigned bb = a + A_BYTES;
+@ if es == 4 then
+        if constexpr (RA) {
+#pragma unroll
+          for (int kk = 0; kk < BK / KI; ++kk)
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi)
+              load_frag(a, c * RM + mi * 64, kk, wp, l, frag[mi][kk]);
+        }
+@ end
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < BK / KI; ++kk)
 #pragma unroll
-          for (int mi = 0; mi < MI; ++mi)
-            wgmma<TA, TB>(d[mi], operand_desc<TA>(a, c * RM + mi * 64, kk), operand_desc<TB>(bb, 0, kk));
+          for (int mi = 0; mi < MI; ++mi) {
+@ if es == 4 then
+            if constexpr (RA)
+              wgmma_rs(d[mi], frag[mi][kk], operand_desc<0>(bb, 0, kk));
+            else
+@ end
+              wgmma<TA, TB>(d[mi], operand_desc<TA>(a, c * RM + mi * 64, kk), operand_desc<TB>(bb, 0, kk));
+          }
         wgmma_commit();
+      };
+      unsigned frag[2][RA ? MI : 1][RA ? BK / KI : 1][4];
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const int s = it % STAGES;
+        mbar_wait(full(s), (it / STAGES) & 1);
+        const unsigned a = tiles + s * STAGE_BYTES;
+        if (kt & 1)
+          slice(a, frag[1]);
+        else
+          slice(a, frag[0]);
         wgmma_wait<1>();
         if (kt > 0 && t == 0)
           mbar_arrive(empty((it - 1) % STAGES));
@@ -378,36 +478,63 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 
       /*
        * Epilogue, through shared memory, 32 columns at a time.  In an
-       * m64nBN tile, thread t (warp wp = t / 32, lane l) holds, for each
-       * group j of 8 columns, the pairs (row 16wp + l/4, columns 8j +
+       * m64nBN tile, thread t (warp wp, lane l) holds, for each group j of
+       * 8 columns, the pairs (accumulator row 16wp + l/4, columns 8j +
        * 2(l%4) + {0, 1}) in d[4j], d[4j+1] and the same columns 8 rows
        * further down in d[4j+2], d[4j+3]: stored from there, a warp's store
        * would touch 8 rows, 32 bytes of each.  The consumer's 64 x 32 chunk
-       * goes to its buffer instead (rows EPI_LD floats apart: a half-warp's
-       * 8-byte stores hit 32 banks), and is read back by rows, so that a
-       * warp loads and stores 4 whole 128-byte lines of C at a time.
+       * goes to its buffer instead, by accumulator row, and is read back by
+       * tile row (row_acc), so that a warp stores whole 128-byte lines of C
+       * at a time.  Rows EPI_LD floats apart: a half-warp's 8-byte stores
+       * hit 32 banks.  CT: the chunk is stored by column and tile row
+       * (EPI_LDT floats apart; with the order of each thread's two rows
+       * swapped on half the lanes, a warp's 4-byte stores hit 32 banks),
+       * and read back 4 tile rows at a time, which are 4 consecutive floats
+       * of one row of C.
        */
-      float *Cb = C + (long long)b * stride_c;
+      float *Cb = C + (long long)at.b * stride_c;
       float *buf = epi + c * 64 * EPI_LD;
-      const int wp = t / 32, l = t % 32;
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int q = 0; q < BN / 32; ++q) {
           consumer_sync(c); // the last chunk is read
+          const int row0 = at.m * BM + c * RM + mi * 64, col0 = at.n * BN + 32 * q;
+          if constexpr (CT) {
 #pragma unroll
-          for (int jj = 0; jj < 4; ++jj)
+            for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
-              *(float2 *)&buf[(16 * wp + l / 4 + 8 * h) * EPI_LD + 8 * jj + 2 * (l % 4)] =
-                  make_float2(d[mi][4 * (4 * q + jj) + 2 * h], d[mi][4 * (4 * q + jj) + 2 * h + 1]);
-          consumer_sync(c);
-          const int row0 = tile_m * BM + c * RM + mi * 64, col = tile_n * BN + 32 * q + 4 * (t % 8);
+              for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const int r = 16 * i + t / 8;
-            store_quad(Cb, ldc, row0 + r, col, M, N, *(const float4 *)&buf[r * EPI_LD + 4 * (t % 8)], alpha, beta,
-                       quads);
+                for (int e = 0; e < 2; ++e) {
+                  const int hs = h ^ ((l % 4) >> 1); // lanes 2, 3 of each 4 store their other row first
+                  buf[(8 * jj + 2 * (l % 4) + e) * EPI_LDT + acc_row<RA>(wp, l / 4, hs)] =
+                      hs ? d[mi][4 * (4 * q + jj) + 2 + e] : d[mi][4 * (4 * q + jj) + e];
+                }
+            consumer_sync(c);
+            // C[col0 + j][row0 + R ... + 3] = the tile's (R ... R + 3, j).
+#pragma unroll
+            for (int n = 0; n < 4; ++n) {
+              const int j = 8 * n + 2 * wp + l / 16, R = 4 * (l % 16);
+              const float4 x = *(const float4 *)&buf[j * EPI_LDT + R];
+              const float v[4] = {x.x, x.y, x.z, x.w};
+              store_run<4>(Cb, ldc, col0 + j, row0 + R, N, M, v, alpha, beta, quads);
+            }
+          } else {
+#pragma unroll
+            for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+              for (int h = 0; h < 2; ++h)
+                *(float2 *)&buf[(16 * wp + l / 4 + 8 * h) * EPI_LD + 8 * jj + 2 * (l % 4)] =
+                    make_float2(d[mi][4 * (4 * q + jj) + 2 * h], d[mi][4 * (4 * q + jj) + 2 * h + 1]);
+            consumer_sync(c);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const int R = 16 * i + t / 8;
+              const float4 x = *(const float4 *)&buf[row_acc<RA>(R) * EPI_LD + 4 * (t % 8)];
+              const float v[4] = {x.x, x.y, x.z, x.w};
+              store_run<4>(Cb, ldc, row0 + R, col0 + 4 * (t % 8), M, N, v, alpha, beta, quads);
+            }
           }
         }
     }
@@ -421,9 +548,11 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
  * of slots: warp g adds slots g * per ... in order, and warp 0 adds the 8
  * groups' sums in order; every launch adds alike, whatever the timing.  A
  * float4 at index f of a slot is thread t = f % 128's registers 4v..4v+3
- * of m64 tile (c, mi), (f / 128) = (c * MI + mi) * V + v: rows r and r + 8,
- * columns col and col + 1 (the epilogue's layout).
+ * of m64 tile (c, mi), (f / 128) = (c * MI + mi) * V + v: accumulator rows
+ * r and r + 8, columns col and col + 1 (the epilogue's layout); RA, CT: as
+ * the main kernel's.
  */
+template <int RA, int CT>
 __global__ void __launch_bounds__(256) $(name)_reduce(const float4 *__restrict__ ws, float *__restrict__ C,
                                                       long long ldc, long long stride_c, int M, int N, float alpha,
                                                       float beta, long long work, int splits)
@@ -454,16 +583,23 @@ __global__ void __launch_bounds__(256) $(name)_reduce(const float4 *__restrict__
     const float4 x = part[h][lane];
     sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
   }
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
-  const long long per_batch = (long long)tiles_m * tiles_n;
-  int tile_m, tile_n;
-  tile_coords((int)(w % per_batch), tiles_m, tiles_n, tile_m, tile_n);
+  const tile_at at = tile_of(w, (M + BM - 1) / BM, (N + BN - 1) / BN);
   const int t = f % 128, q = f / 128, v = q % V, cm = q / V, wp = t / 32, l = t % 32;
-  const int row = tile_m * BM + cm * 64 + 16 * wp + l / 4, col = tile_n * BN + 8 * v + 2 * (l % 4);
-  float *Cb = C + (w / per_batch) * stride_c;
-  const bool pairs = ((ldc | stride_c) % 2 == 0) && (((unsigned long long)C & 7) == 0);
-  store_pair(Cb, ldc, row, col, M, N, sum.x, sum.y, alpha, beta, pairs);
-  store_pair(Cb, ldc, row + 8, col, M, N, sum.z, sum.w, alpha, beta, pairs);
+  const int row = at.m * BM + cm * 64, col = at.n * BN + 8 * v + 2 * (l % 4);
+  const int r0 = row + acc_row<RA>(wp, l / 4, 0), r1 = row + acc_row<RA>(wp, l / 4, 1);
+  float *Cb = C + (long long)at.b * stride_c;
+  if constexpr (CT) { // (r, col) is C's (col, r)
+    const float x[4][1] = {{sum.x}, {sum.y}, {sum.z}, {sum.w}};
+    store_run<1>(Cb, ldc, col, r0, N, M, x[0], alpha, beta, false);
+    store_run<1>(Cb, ldc, col + 1, r0, N, M, x[1], alpha, beta, false);
+    store_run<1>(Cb, ldc, col, r1, N, M, x[2], alpha, beta, false);
+    store_run<1>(Cb, ldc, col + 1, r1, N, M, x[3], alpha, beta, false);
+  } else {
+    const bool pairs = ((ldc | stride_c) % 2 == 0) && (((unsigned long long)C & 7) == 0);
+    const float x[2][2] = {{sum.x, sum.y}, {sum.z, sum.w}};
+    store_run<2>(Cb, ldc, r0, col, M, N, x[0], alpha, beta, pairs);
+    store_run<2>(Cb, ldc, r1, col, M, N, x[1], alpha, beta, pairs);
+  }
 }
 
 /* ---- launcher ------------------------------------------------------------ */
@@ -488,7 +624,7 @@ static PFN_cuTensorMapEncodeTiled_v12000 encode_fn(void)
 // A 3-D map of an operand of `rows` rows (of op(A), or columns of op(B)) by
 // K, rows of `ld` elements, batch entries `stride` apart.  K-major (mn 0):
 // dims (k, row, batch), boxes of BK x box_rows; MN-major (mn 1): dims (row,
-// k, batch), boxes of 64 x BK (one chunk).
+// k, batch), boxes of CHUNK_ROWS x BK (one chunk).
 static cudaError_t make_map(CUtensorMap *map, const void *p, int mn, int rows, int K, long long ld,
                             long long stride, int batch, int box_rows)
 {
@@ -498,31 +634,38 @@ static cudaError_t make_map(CUtensorMap *map, const void *p, int mn, int rows, i
   const long long outer = mn ? K : rows; // rows of the stored matrix
   const cuuint64_t dims[3] = {(cuuint64_t)(mn ? rows : K), (cuuint64_t)outer, (cuuint64_t)batch};
   const cuuint64_t strides[2] = {(cuuint64_t)(ld * ES), (cuuint64_t)((batch > 1 ? stride : ld * outer) * ES)};
-  const cuuint32_t box[3] = {(cuuint32_t)(mn ? 64 : BK), (cuuint32_t)(mn ? BK : box_rows), 1}, step[3] = {1, 1, 1};
+  const cuuint32_t box[3] = {(cuuint32_t)(mn ? CHUNK_ROWS : BK), (cuuint32_t)(mn ? BK : box_rows), 1};
+  const cuuint32_t step[3] = {1, 1, 1};
   const CUresult r = encode(map, $(tma_type), 3, (void *)p, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// Can TMA read this operand where it is, in its layout?  K-major any type,
-// MN-major the 16-bit types (wgmma's transpose); 16-byte aligned base, rows
-// and batches.  (TF32 read in place is truncated to TF32 by the tensor
+// Can TMA address this operand where it is: a 16-byte aligned base, rows
+// and batches?  (TF32 read in place is truncated to TF32 by the tensor
 // cores, where the repack rounds it to nearest: kt_tune_gemm_bound allows
 // both.)
-static bool direct(const void *p, int kmajor, long long ld, long long stride, int batch)
+static bool aligned(const void *p, long long ld, long long stride, int batch)
 {
-  return (kmajor || ES == 2) && ((unsigned long long)p % 16) == 0 && (ld * ES) % 16 == 0 &&
+  return ((unsigned long long)p % 16) == 0 && (ld * ES) % 16 == 0 &&
          (batch == 1 || ((stride * ES) % 16 == 0 && stride > 0));
 }
 
-// The kernel for each layout pair (TA, TB), and its per-device setup.
+// The kernel for each layout (index 2 * TA + TB, or for TF32 2 * TA + CT),
+// and its per-device setup, and the split-K sum that goes with it.
 typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, float *, long long, long long, int, int, int, float, float, int,
                           int, float *);
+typedef void (*reduce_fn)(const float4 *, float *, long long, long long, int, int, float, float, long long, int);
 @ if es == 2 then
-static const kernel_fn kernels[4] = {$(name)<0, 0>, $(name)<0, 1>, $(name)<1, 0>, $(name)<1, 1>};
+static const kernel_fn kernels[4] = {$(name)<0, 0, 0>, $(name)<0, 1, 0>, $(name)<1, 0, 0>, $(name)<1, 1, 0>};
+static const reduce_fn reduces[4] = {$(name)_reduce<0, 0>, $(name)_reduce<0, 0>, $(name)_reduce<0, 0>,
+                                     $(name)_reduce<0, 0>};
 @ else
-static const kernel_fn kernels[4] = {$(name)<0, 0>, NULL, NULL, NULL}; // TF32: K-major only
+// TF32: both K-major; -; A MN-major (from registers); the transpose, op(B)
+// MN-major (from registers).
+static const kernel_fn kernels[4] = {$(name)<0, 0, 0>, NULL, $(name)<1, 0, 0>, $(name)<1, 0, 1>};
+static const reduce_fn reduces[4] = {$(name)_reduce<0, 0>, NULL, $(name)_reduce<1, 0>, $(name)_reduce<1, 1>};
 @ end
 static kt_launch_once once[4];
 
@@ -532,23 +675,38 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (a->type != TYPE)
     return (int)cudaErrorInvalidValue;
 
-  /* Operands TMA cannot read where they are go to K-major scratch, rows of
-   * kp elements (K rounded up to 16 bytes), from the scratch pool. */
+  /* How each operand is read: in place, MN-major in place (ta, tb), or
+   * from K-major scratch (pack_a, pack_b: rows of kp elements, K rounded up
+   * to 16 bytes, from the scratch pool).  16-bit types: everything TMA can
+   * address in place.  TF32: K-major in place; MN-major in place through
+   * registers, one operand at most (kt_gemm_tf32_swaps picks B, by
+   * swapping the roles, or A). */
   const int kma = a->op_a == KT_GEMM_OP_N, kmb = a->op_b == KT_GEMM_OP_T;
-  const bool da = direct(a->A, kma, a->lda, a->stride_a, a->batch), db = direct(a->B, kmb, a->ldb, a->stride_b, a->batch);
-  const int ta = da && !kma, tb = db && !kmb; // read MN-major in place
-  const kernel_fn kernel = kernels[2 * ta + tb];
+  const bool ala = aligned(a->A, a->lda, a->stride_a, a->batch), alb = aligned(a->B, a->ldb, a->stride_b, a->batch);
+  int ta, tb, swap = 0;
+  if (ES == 2) {
+    ta = ala && !kma, tb = alb && !kmb;
+  } else {
+    swap = alb && !kmb && kt_gemm_tf32_swaps(a->op_a, a->op_b, a->M, a->N);
+    ta = swap || (ala && !kma), tb = 0;
+  }
+  /* Swapped, the kernel's A is op(B)^T (N x K) and its B is op(A) (M x K). */
+  const bool pack_a = swap ? !(ala && kma) : !(ala && (kma || ta)), pack_b = swap ? false : !(alb && (kmb || tb));
+  const int layout = ES == 2 ? 2 * ta + tb : 2 * ta + swap;
+  const kernel_fn kernel = kernels[layout];
+  const int M = swap ? a->N : a->M, N = swap ? a->M : a->N;
 
-  const long long work = (long long)((a->M + BM - 1) / BM) * ((a->N + BN - 1) / BN) * a->batch;
+  const long long work = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * a->batch;
   const int ktiles = (a->K + BK - 1) / BK;
   const int splits = kt_gemm_splits(work, ktiles, a->sm_count, OCC, SPLIT);
   const int kper = (ktiles + splits - 1) / splits;
   const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
-  cudaError_t err = kt_launch_prepare(&once[2 * ta + tb], (const void *)kernel, smem, 0, 0, NULL);
+  cudaError_t err = kt_launch_prepare(&once[layout], (const void *)kernel, smem, 0, 0, NULL);
   if (err != cudaSuccess)
     return (int)err;
   const int kp = (a->K + 16 / ES - 1) / (16 / ES) * (16 / ES);
-  const size_t bytes_a = da ? 0 : (size_t)a->batch * a->M * kp * ES, bytes_b = db ? 0 : (size_t)a->batch * a->N * kp * ES;
+  const size_t bytes_a = pack_a ? (size_t)a->batch * a->M * kp * ES : 0;
+  const size_t bytes_b = pack_b ? (size_t)a->batch * a->N * kp * ES : 0;
   /* Split K: a slot of BM x BN partial sums per tile and chunk. */
   const size_t packed = (bytes_a + bytes_b + 255) / 256 * 256;
   const size_t bytes_ws = splits > 1 ? (size_t)work * splits * BM * BN * 4 : 0;
@@ -563,20 +721,22 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   float *ws = splits > 1 ? (float *)((char *)scratch + packed) : NULL;
   const void *A = a->A, *B = a->B;
   long long lda = a->lda, ldb = a->ldb, sa = a->stride_a, sb = a->stride_b;
-  if (!da) {
+  if (pack_a) {
     err = gemm_pack_launch(a->A, a->lda, a->stride_a, kma, a->M, a->K, kp, a->batch, TYPE, scratch, stream);
     A = scratch, lda = kp, sa = (long long)a->M * kp;
   }
-  if (err == cudaSuccess && !db) {
+  if (err == cudaSuccess && pack_b) {
     void *sb_ptr = (char *)scratch + bytes_a;
     err = gemm_pack_launch(a->B, a->ldb, a->stride_b, kmb, a->N, a->K, kp, a->batch, TYPE, sb_ptr, stream);
     B = sb_ptr, ldb = kp, sb = (long long)a->N * kp;
   }
   CUtensorMap map_a, map_b;
   if (err == cudaSuccess)
-    err = make_map(&map_a, A, ta, a->M, a->K, lda, sa, a->batch, BM);
+    err = swap ? make_map(&map_a, B, 1, a->N, a->K, ldb, sb, a->batch, BM)
+               : make_map(&map_a, A, ta, a->M, a->K, lda, sa, a->batch, BM);
   if (err == cudaSuccess)
-    err = make_map(&map_b, B, tb, a->N, a->K, ldb, sb, a->batch, BN);
+    err = swap ? make_map(&map_b, A, 0, a->M, a->K, lda, sa, a->batch, BN)
+               : make_map(&map_b, B, tb, a->N, a->K, ldb, sb, a->batch, BN);
 
   /* A block per tile (each block loops where there are more than a grid
    * holds), or, persistent, OCC per SM looping over them all. */
@@ -594,9 +754,9 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
     cfg.attrs = &early;
-    cfg.numAttrs = da && db ? 0 : 1; // after a repack of ours
-    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, a->C, a->ldc, a->stride_c, a->M, a->N, a->K, a->alpha,
-                             a->beta, a->batch, kper, ws);
+    cfg.numAttrs = pack_a || pack_b ? 1 : 0; // after a repack of ours
+    err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, a->C, a->ldc, a->stride_c, M, N, a->K, a->alpha, a->beta,
+                             a->batch, kper, ws);
   }
   if (err == cudaSuccess && splits > 1) {
     const long long blocks = (work * (BM * BN / 4) + 31) / 32;
@@ -609,8 +769,8 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
       cfg.stream = stream;
       cfg.attrs = &early;
       cfg.numAttrs = 1;
-      err = cudaLaunchKernelEx(&cfg, $(name)_reduce, (const float4 *)ws, a->C, a->ldc, a->stride_c, a->M, a->N,
-                               a->alpha, a->beta, work, splits);
+      err = cudaLaunchKernelEx(&cfg, reduces[layout], (const float4 *)ws, a->C, a->ldc, a->stride_c, M, N, a->alpha,
+                               a->beta, work, splits);
     }
   }
   if (scratch) {

@@ -56,7 +56,9 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
 
 /* Sizes whose rows TMA can address (multiples of 8 elements, 16 bytes for
  * the 16-bit types) take the in-place paths: BF16 and FP16 read every op
- * pair MN- or K-major where it is; TF32 repacks MN-major operands.  Edges
+ * pair MN- or K-major where it is; TF32 reads one MN-major operand through
+ * registers, running op N, N (and op T, N where M <= N: 64 x 256, 520 x
+ * 1300 and the last two) as the transpose, and repacks the other.  Edges
  * off every tile, K off the 64-element slice, batches.  520 x 1300 x 5 has
  * more tiles than a persistent grid has blocks (150 of 128 x 256 on 132
  * SMs), so its blocks loop over tiles and across batch entries.  The last
