@@ -44,9 +44,7 @@ static inline int gemm_elem_bytes(int type) { return type == KT_GEMM_BF16 || typ
  * writes are coalesced whichever way the source runs; each of the 256
  * threads moves 16 elements, so that many loads are in flight (the repack
  * of a TF32 operand of op N runs at close to copy bandwidth); the extra
- * column keeps a transposed read of the tile off a single bank.  The
- * source is read once (evict-first), so that the scratch written, which
- * the next kernel reads, keeps more of L2.
+ * column keeps a transposed read of the tile off a single bank.
  */
 constexpr int GEMM_PACK_TILE = 64;
 template <typename T>
@@ -58,9 +56,7 @@ static __global__ void __launch_bounds__(256) gemm_pack(const T *__restrict__ sr
   const long long b = blockIdx.z;
   src += b * stride;
   out += b * (long long)rows * kp;
-  // Row panels last to first: the kernel that reads the scratch starts
-  // with the first, which are then the likeliest to be still in L2.
-  const int r0 = (gridDim.y - 1 - blockIdx.y) * TILE, k0 = blockIdx.x * TILE;
+  const int r0 = blockIdx.y * TILE, k0 = blockIdx.x * TILE;
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; // 32 x 8 threads
   T x[TILE / 8][2];
 #pragma unroll
@@ -71,7 +67,7 @@ static __global__ void __launch_bounds__(256) gemm_pack(const T *__restrict__ sr
       // (r0 + 8i + ty, k0 + 32h + tx); else (k, r) = (k0 + 8i + ty, r0 + 32h + tx).
       const int u = 8 * i + ty, v = 32 * h + tx;
       const int r = r0 + (kmajor ? u : v), k = k0 + (kmajor ? v : u);
-      x[i][h] = r < rows && k < K ? __ldcs(src + (kmajor ? (long long)r * ld + k : (long long)k * ld + r)) : T(0.0f);
+      x[i][h] = r < rows && k < K ? src[kmajor ? (long long)r * ld + k : (long long)k * ld + r] : T(0.0f);
     }
 #pragma unroll
   for (int i = 0; i < TILE / 8; ++i)
