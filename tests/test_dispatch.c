@@ -864,3 +864,53 @@ Test(dispatch, gemm_nearest_prefers_the_calls_layout)
   cr_assert_neq(ops->parse("4096x4096x4096 bf16 nx", &p), KT_OK);
   cr_assert_neq(ops->parse("4096x4096x4096 bf16 nn x", &p), KT_OK);
 }
+
+/* The TF32 choice of kt_matmul_ex at M x N on dev, with op(B) op_b. */
+static const char *tf32_choice(kt_context *ctx, kt_op op_b, long long M, long long N, long long K, kt_choice *c)
+{
+  kt_matmul_desc d;
+  memset(&d, 0, sizeof d);
+  d.type = KT_TF32, d.op_a = KT_OP_N, d.op_b = op_b;
+  d.M = M, d.N = N, d.K = K, d.batch = 1, d.alpha = 1.0f;
+  d.A = A16, d.lda = K, d.B = B16, d.ldb = op_b == KT_OP_N ? N : K, d.C = (float *)C16, d.ldc = N;
+  const int rc = kt_matmul_ex_choice(ctx, &d, c);
+  cr_assert_eq(rc, KT_OK, "kt_matmul_ex_choice: %s", kt_strerror(rc));
+  return c->variant;
+}
+
+/* The Hopper TF32 kernel runs op N, N as its transpose, C^T = B^T A^T
+ * (kt_gemm_tf32_swaps), so its tiles cover N x M: dispatch's model must
+ * price them so.  Two variants equally fast at 4096^3 (the 128 x 256 one a
+ * hair ahead) on 4 SMs: at 8192 x 128, 128 x 256 tiles are half empty
+ * with op N, T and full with op N, N, and the other way round at 128 x
+ * 8192; 64 x 128 tiles are full either way. */
+Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
+{
+  const kt_variant *big = kt_registry_find("gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1_p0", NULL);
+  const kt_variant *small = kt_registry_find("gemm_wgmma_tf32_64x128_wg1_s6_g8_o1_k128_p0", NULL);
+  if (!big || !small)
+    cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  dev.sm_count = 4;
+  kt_device_fingerprint(&dev);
+  for (int op_b = KT_OP_N; op_b <= KT_OP_T; ++op_b) {
+    kt_problem p;
+    memset(&p, 0, sizeof p);
+    p.family = KT_FAMILY_GEMM;
+    p.m = p.n = p.k = 4096;
+    p.dim[3] = kt_gemm_layout(KT_TF32, KT_OP_N, op_b);
+    kt_measurement m[2] = {kt_test_measure(big, p, "ok", 1.00), kt_test_measure(small, p, "ok", 1.01)};
+    cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
+  }
+  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_choice c;
+  cr_assert_str_eq(tf32_choice(ctx, KT_OP_N, 4096, 4096, 4096, &c), big->name, "the measured winner");
+  cr_assert_str_eq(c.matched, "4096x4096x4096 tf32 nn");
+  cr_assert_str_eq(tf32_choice(ctx, KT_OP_N, 8192, 128, 4096, &c), big->name, "nn 8192x128: %s", c.reason);
+  cr_assert_str_eq(tf32_choice(ctx, KT_OP_T, 8192, 128, 4096, &c), small->name, "nt 8192x128: %s", c.reason);
+  cr_assert_str_eq(tf32_choice(ctx, KT_OP_N, 128, 8192, 4096, &c), small->name, "nn 128x8192: %s", c.reason);
+  cr_assert_str_eq(tf32_choice(ctx, KT_OP_T, 128, 8192, 4096, &c), big->name, "nt 128x8192: %s", c.reason);
+  kt_close(ctx);
+}
