@@ -29,12 +29,12 @@
  * bits), so BF16 and FP16 run every op pair in place.  TF32 it reads from
  * shared memory only K-major, but its first operand may come from
  * registers: with TA = 1 (RA below) each consumer loads its A fragments
- * from the MN-major tile with ld.shared.  That serves op T, N in place; op
+ * from the MN-major tile with ld.shared.  That serves op T, T in place; op
  * N, N (and op T, N where A is the smaller operand) the launcher runs as
  * the transpose, C^T = op(B)^T op(A)^T (kt_gemm_tf32_swaps), so that op(B)
  * is the register operand: CT = 1, and the epilogue stores each tile
- * transposed.  What is left, op T, T's other operand and any operand whose
- * rows or base TMA cannot address (not 16-byte aligned), the launcher
+ * transposed.  What is left, the other operand of op T, N and any operand
+ * whose rows or base TMA cannot address (not 16-byte aligned), the launcher
  * repacks into K-major scratch first (gemm_pack).  Every call is served.
  * Edges need no code: TMA fills what lies outside the tensor with zeros,
  * which add nothing, and the epilogue stores only inside C.
