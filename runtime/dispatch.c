@@ -9,6 +9,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kt_internal.h"
@@ -41,6 +42,12 @@ const char *kt_variant_param(const kt_variant *v, const char *key)
     if (strcmp(v->params[i].key, key) == 0)
       return v->params[i].value;
   return NULL;
+}
+
+int kt_variant_param_int(const kt_variant *v, const char *key, int dflt)
+{
+  const char *x = kt_variant_param(v, key);
+  return x ? atoi(x) : dflt;
 }
 
 /* A fat build holds, for one variant, an entry per target: a GPU takes

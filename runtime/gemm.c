@@ -167,12 +167,6 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
 #define FILL 3.0
 #define OVERLAP 1.0
 
-static int param_int(const kt_variant *v, const char *key)
-{
-  const char *x = kt_variant_param(v, key);
-  return x ? atoi(x) : 0;
-}
-
 /* What the model reads of a variant, from its parameters.  An untuned call
  * prices every ranked variant twice, so the registry's values are parsed
  * once per process (pthread_once), not by name at every call; without the
@@ -186,8 +180,9 @@ static pthread_once_t geometries_once = PTHREAD_ONCE_INIT;
 
 static geometry parse_geometry(const kt_variant *v)
 {
-  return (geometry){param_int(v, "bm"),    param_int(v, "bn"),      param_int(v, "occ"),
-                    param_int(v, "split"), param_int(v, "persist"), strcmp(v->algo, "wgmma") == 0};
+  return (geometry){kt_variant_param_int(v, "bm", 0),      kt_variant_param_int(v, "bn", 0),
+                    kt_variant_param_int(v, "occ", 0),     kt_variant_param_int(v, "split", 0),
+                    kt_variant_param_int(v, "persist", 0), strcmp(v->algo, "wgmma") == 0};
 }
 
 static void build_geometries(void)

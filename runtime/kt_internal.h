@@ -153,6 +153,8 @@ KT_INTERNAL int kt_variant_runs_on(const kt_variant *v, const kt_device_info *d)
  * runtime, the tuner and the tests read a variant's properties rather
  * than its name. */
 KT_INTERNAL const char *kt_variant_param(const kt_variant *v, const char *key);
+/* The same, as an integer (atoi), or dflt when v has none. */
+KT_INTERNAL int kt_variant_param_int(const kt_variant *v, const char *key, int dflt);
 
 /* ---- db.c --------------------------------------------------------------- */
 

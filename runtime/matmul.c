@@ -257,12 +257,6 @@ typedef struct geom {
   int unpipelined; /* the short-K kernel: exact K, a wait per chunk */
 } geom;
 
-static int param(const kt_variant *v, const char *key, int dflt)
-{
-  const char *x = kt_variant_param(v, key);
-  return x ? atoi(x) : dflt;
-}
-
 /* A kernel's geometry in the model's terms.  The few-row kernel's tile
  * is TM x 32 TN, and its K chunks are one per warp of every block of a
  * cluster (a warp's chunk counts as a block); the few-column kernel's
@@ -270,11 +264,11 @@ static int param(const kt_variant *v, const char *key, int dflt)
 static geom geometry(const kt_variant *v)
 {
   geom g;
-  const int bs = param(v, "bs", 0); /* the Guide's square tiles */
-  g.bm = param(v, "bm", bs);
-  g.bn = param(v, "bn", bs);
-  g.bk = param(v, "bk", bs);
-  g.split = param(v, "split", 1);
+  const int bs = kt_variant_param_int(v, "bs", 0); /* the Guide's square tiles */
+  g.bm = kt_variant_param_int(v, "bm", bs);
+  g.bn = kt_variant_param_int(v, "bn", bs);
+  g.bk = kt_variant_param_int(v, "bk", bs);
+  g.split = kt_variant_param_int(v, "split", 1);
   g.cl = v->cluster;
   g.bps = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1;
   g.unpipelined = strcmp(v->algo, "direct") == 0;

@@ -631,23 +631,19 @@ Test(dispatch, newer_database_warns_and_uses_defaults)
 
 /* ---- matmul: predicting untuned shapes ---------------------------------- */
 
-static int param_of(const kt_variant *v, const char *key)
-{
-  const char *x = kt_variant_param(v, key);
-  return x ? atoi(x) : -1;
-}
-
 /* Two float4 variants without split-K that differ in BM only. */
 static int find_bm_pair(const kt_variant **tall, const kt_variant **short_)
 {
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *a = &kt_registry[i];
-    if (!kt_test_is_matmul_align4(a) || param_of(a, "bm") != 128 || param_of(a, "split") != 1 || a->cluster != 1)
+    if (!kt_test_is_matmul_align4(a) || kt_variant_param_int(a, "bm", -1) != 128 ||
+        kt_variant_param_int(a, "split", -1) != 1 || a->cluster != 1)
       continue;
     for (int j = 0; j < kt_registry_count; ++j) {
       const kt_variant *b = &kt_registry[j];
-      if (kt_test_is_matmul_align4(b) && param_of(b, "bm") == 64 && param_of(b, "bn") == param_of(a, "bn") &&
-          param_of(b, "split") == 1 && b->cluster == 1) {
+      if (kt_test_is_matmul_align4(b) && kt_variant_param_int(b, "bm", -1) == 64 &&
+          kt_variant_param_int(b, "bn", -1) == kt_variant_param_int(a, "bn", -1) &&
+          kt_variant_param_int(b, "split", -1) == 1 && b->cluster == 1) {
         *tall = a;
         *short_ = b;
         return 1;
