@@ -15,7 +15,9 @@
  * Per shape, on the same random inputs (row-major fp32, C = A B):
  *   ktune    kt_matmul: what dispatch picks for an untuned shape
  *   oracle   every variant of this build that can serve the call, launched
- *            directly: the fastest is ktune's best possible choice there
+ *            directly (a float4 variant given a B it cannot read in place
+ *            stages B first, as its launcher does for kt_matmul): the
+ *            fastest is ktune's best possible choice there
  *   cuBLAS   cublasSgemm in its default math mode (fp32, no TF32)
  * ktune's and the oracle winner's results are checked against cuBLAS's
  * (relative Frobenius error, bench/matmul_check.cuh).
@@ -164,7 +166,7 @@ int main(int argc, char **argv)
                 "shape,m,n,k,lda,ldb,ldc,offset,kind,ktune_ms,oracle_ms,cublas_ms,ktune_over_cublas,"
                 "dispatch_over_oracle,dispatched,oracle,rel_err_ktune,rel_err_oracle,bound,status,reason");
   /* Every variant's time on every shape: what dispatch's model is judged by. */
-  bench_csv each(o.out + "/matmul_random_variants.csv", "shape,kind,variant,ms");
+  bench_csv each(o.out + "/matmul_random_variants.csv", "shape,kind,variant,ms,staged");
   kt_rng rng = {seed ^ 0x5eedull};
   double *scratch;
   BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
@@ -217,7 +219,7 @@ int main(int argc, char **argv)
     double best_ms = INFINITY;
     for (int i = 0; i < kt_registry_count; ++i) {
       const kt_variant *v = &kt_registry[i];
-      if (!kt_matmul_serves(v, &d.info, A, c.lda, B, c.ldb, C, c.ldc) || !kt_matmul_serves_shape(v, c.m, c.n, c.k))
+      if (!kt_matmul_serves_staged(v, &d.info, B, c.ldb, c.n, c.k) || !kt_matmul_serves_shape(v, c.m, c.n, c.k))
         continue;
       kt_matmul_args a = {};
       a.M = c.m, a.N = c.n, a.K = c.k, a.alpha = 1.0f, a.beta = 0.0f;
@@ -229,7 +231,7 @@ int main(int argc, char **argv)
       if (t.ok && !(t.ms > 3 * best_ms))
         t = bench_time(run_v, flush, oracle_reps);
       if (t.ok)
-        each.row("%dx%dx%d,%s,%s,%.5f", c.m, c.n, c.k, c.kind, v->name, t.ms);
+        each.row("%dx%dx%d,%s,%s,%.5f,%d", c.m, c.n, c.k, c.kind, v->name, t.ms, kt_matmul_stages(v, B, c.ldb));
       if (t.ok && t.ms < best_ms) {
         best_ms = t.ms;
         best = v;

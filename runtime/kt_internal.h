@@ -406,10 +406,17 @@ KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, cons
 
 KT_INTERNAL extern const kt_family_ops kt_matmul_ops;
 
-/* May v serve this call on d (device, and B's and C's alignment for its
- * vector width; A and lda never matter)? */
+/* May v serve this call on d, reading B in place (device, and B's
+ * alignment for its vector width; A, lda, C and ldc never matter)? */
 KT_INTERNAL int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A, long long lda,
                                  const void *B, long long ldb, const void *C, long long ldc);
+/* Does v's launcher stage this B into an aligned copy first (a float4
+ * variant given a B it cannot read in place)? */
+KT_INTERNAL int kt_matmul_stages(const kt_variant *v, const void *B, long long ldb);
+/* May v serve a call with this B on d at all, staging B where it must
+ * (kt_matmul_stage_rows, runtime/kt_variant.h)? */
+KT_INTERNAL int kt_matmul_serves_staged(const kt_variant *v, const kt_device_info *d, const void *B, long long ldb,
+                                        long long N, long long K);
 /* Whether v is built for an M x N x K product (runtime/matmul.c): the
  * few-row, few-column and short-K kernels serve one corner each. */
 KT_INTERNAL int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K);

@@ -126,6 +126,31 @@ static inline long long kt_matmul_splits(long long M, long long N, long long K, 
   return (K + *k_chunk - 1) / *k_chunk;
 }
 
+/* Staging B for the float4 matmul kernels.  A kernel that copies B 16
+ * bytes at a time (VEC 4) needs B 16-byte aligned with ldb a multiple of
+ * 4.  Given any other B, its launcher first copies B into an aligned
+ * scratch of kt_matmul_stage_ld(N) floats a row, kt_matmul_stage_rows(K, N)
+ * rows of K at a time (a panel of at most KT_MATMUL_MAX_STAGE bytes; a K
+ * longer than one panel is multiplied a panel at a time, each after the
+ * first adding to C), and multiplies from there.  Returns 0 where one row
+ * of B alone is over the limit: then the kernel does not serve the call.
+ * The one formula: the launchers stage with it, dispatch's cost model
+ * (runtime/matmul.c) prices it. */
+#define KT_MATMUL_MAX_STAGE (256ll << 20)
+static inline int kt_matmul_b_in_place(const void *B, long long ldb)
+{
+  return ldb % 4 == 0 && ((size_t)B & 15) == 0;
+}
+static inline long long kt_matmul_stage_ld(long long N)
+{
+  return (N + 3) / 4 * 4;
+}
+static inline long long kt_matmul_stage_rows(long long K, long long N)
+{
+  const long long fit = KT_MATMUL_MAX_STAGE / (kt_matmul_stage_ld(N) * 4);
+  return fit < K ? fit : K;
+}
+
 /* The gemm family (tensor cores): C[b] = alpha * op(A[b]) * op(B[b]) + beta *
  * C[b] for b < batch, row-major, FP32 C; C is not read when beta == 0.
  * type and ops take ktune.h's values (kt_dtype, kt_op): A and B hold floats

@@ -90,19 +90,33 @@ static int aligned(const void *p, int floats)
   return ((uintptr_t)p % ((uintptr_t)floats * 4u)) == 0;
 }
 
-/* A variant's alignment binds B and C only: every kernel copies A four
- * bytes at a time (it lands transposed in shared memory), so any lda and
- * any 4-byte aligned A serve. */
+/* A variant's alignment binds B only: every kernel copies A four bytes at
+ * a time (it lands transposed in shared memory), so any lda and any 4-byte
+ * aligned A serve, and the float4 kernels store a float4 of C only where
+ * its address allows.  For any other B a float4 kernel stages B first
+ * (kt_matmul_stage_rows): kt_matmul_serves says whether v reads this B in
+ * place, kt_matmul_serves_staged whether it serves the call at all. */
 int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A, long long lda, const void *B,
                      long long ldb, const void *C, long long ldc)
 {
-  (void)A, (void)lda;
+  (void)A, (void)lda, (void)C, (void)ldc;
   if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, d))
     return 0;
   const int a = v->align;
-  if (a > 1 && (ldb % a || ldc % a || !aligned(B, a) || !aligned(C, a)))
+  return a <= 1 || (ldb % a == 0 && aligned(B, a));
+}
+
+int kt_matmul_stages(const kt_variant *v, const void *B, long long ldb)
+{
+  return v->align > 1 && !kt_matmul_b_in_place(B, ldb);
+}
+
+int kt_matmul_serves_staged(const kt_variant *v, const kt_device_info *d, const void *B, long long ldb, long long N,
+                            long long K)
+{
+  if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, d))
     return 0;
-  return 1;
+  return !kt_matmul_stages(v, B, ldb) || kt_matmul_stage_rows(K, N) >= 1;
 }
 
 /* "RxC" of a tt parameter: its first or second number; 0 if absent. */
@@ -143,6 +157,13 @@ static int serves_call(const kt_variant *v, const kt_device_info *d, const void 
   const matmul_call *m = call;
   return kt_matmul_serves(v, d, m->A, m->lda, m->B, m->ldb, m->C, m->ldc) &&
          kt_matmul_serves_shape(v, m->M, m->N, m->K);
+}
+
+/* The same, B staged where v cannot read it in place: what the cost
+ * model, which prices the staging, may choose from. */
+static int serves_call_staged(const kt_variant *v, const kt_device_info *d, const matmul_call *m)
+{
+  return kt_matmul_serves_staged(v, d, m->B, m->ldb, m->N, m->K) && kt_matmul_serves_shape(v, m->M, m->N, m->K);
 }
 
 /* ---- the selection rule ------------------------------------------------- */
@@ -251,6 +272,30 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
 #define SIGMA 1.25          /* in natural-log units of each size */
 #define ALIGN_LOGW 3.0      /* log-weight lost by a tuned problem of the other row alignment */
 #define CACHE_SLOTS 256     /* decisions remembered per context */
+
+/* Staging B for a float4 variant that cannot read it in place (the
+ * variant's launcher, templates/matmul_common.cuh): a kernel of its own and
+ * a workspace from the pool, K x N floats read and K x N rounded up to 4
+ * written.  Never scaled by c_v: the tuner times no staging, so no c_v
+ * holds it.  On an H100 this was the measured cost within a microsecond
+ * (4 us for a small B, 16 us for 2048 x 2048).
+ *
+ * Dispatch stages only where K >= STAGE_MIN_K and N > STAGE_MIN_N.  Below
+ * that K a float4 kernel's time is its stores of C, which on an unaligned
+ * C go out a float at a time, and the model, calibrated on aligned calls,
+ * predicted them up to twice too fast (H100, bench_matmul_random seeds
+ * default and 77, replayed: 3531x1737x5, 850x8546x3 and 4845x6387x22 went
+ * to staged warp tiles at 0.45 to 0.74 of the best, which the short-K
+ * kernel was); N <= STAGE_MIN_N is the few-column kernel's corner
+ * (8575x7x9574 at 0.59).  Both serve any alignment as they are.  Above
+ * them, staging won at 1.07 to 1.30 times the best in-place variant on 6
+ * of those 96 shapes, all with M over 1000. */
+#define STAGE_MIN_K 32
+#define STAGE_MIN_N 16
+static double stage_ms(long long N, long long K)
+{
+  return T_LAUNCH_MS + WORKSPACE_MS + (double)K * (double)(N + kt_matmul_stage_ld(N)) * 4.0 / WORKSPACE_BW;
+}
 
 typedef struct geom {
   int bm, bn, bk, split, cl, bps;
@@ -383,18 +428,19 @@ static void *model_build(const kt_tuned *t, int n, const kt_device_info *d)
   return m;
 }
 
-static uint64_t cache_key(long long M, long long N, long long K, int wide)
+static uint64_t cache_key(long long M, long long N, long long K, int align_class)
 {
   uint64_t h = 1469598103934665603ull;
-  const uint64_t x[4] = {(uint64_t)M, (uint64_t)N, (uint64_t)K, (uint64_t)wide};
+  const uint64_t x[4] = {(uint64_t)M, (uint64_t)N, (uint64_t)K, (uint64_t)align_class};
   for (int i = 0; i < 4; ++i)
     h = (h ^ x[i]) * 1099511628211ull;
   return h | 1; /* never 0, the empty key */
 }
 
-/* The predicted best variant that serves the call, or NULL; out gets why. */
+/* The predicted best variant that serves the call, B staged where a
+ * variant must (priced by stage_ms), or NULL; out gets why. */
 static const kt_variant *predict(const model *m, const kt_device_info *d, long long M, long long N, long long K,
-                                 int wide, const void *call, kt_choice *out)
+                                 int wide, const matmul_call *call, kt_choice *out)
 {
   double lw[64 * 4];
   double lwmax = -INFINITY;
@@ -413,9 +459,14 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
   }
   const kt_variant *best = NULL, *second = NULL;
   double best_ms = INFINITY, second_ms = INFINITY;
+  const double staging = stage_ms(N, K);
+  const int may_stage = K >= STAGE_MIN_K && N > STAGE_MIN_N;
+  double best_stage = 0;
   for (int x = 0; x < m->nvar; ++x) {
-    if (!serves_call(m->var[x], d, call))
+    const int staged = kt_matmul_stages(m->var[x], call->B, call->ldb);
+    if (staged ? !may_stage || !serves_call_staged(m->var[x], d, call) : !serves_call(m->var[x], d, call))
       continue;
+    const double stage = staged ? staging : 0.0;
     double num = 0, den = 0;
     for (int j = 0; j < np; ++j) {
       const double e = m->eff[(size_t)x * m->nprob + j];
@@ -430,10 +481,10 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
     int launches;
     double traffic;
     const double u = units(&m->g[x], (double)M, (double)N, (double)K, m->sm, &launches, &traffic);
-    const double pred = launches * T_LAUNCH_MS + traffic + exp(num / den) * u;
+    const double pred = launches * T_LAUNCH_MS + traffic + exp(num / den) * u + stage;
     if (pred < best_ms) {
       second = best, second_ms = best_ms;
-      best = m->var[x], best_ms = pred;
+      best = m->var[x], best_ms = pred, best_stage = stage;
     } else if (pred < second_ms) {
       second = m->var[x], second_ms = pred;
     }
@@ -442,6 +493,9 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
     char why[256];
     int k = snprintf(why, sizeof why, "predicted %.4g ms by the cost model, calibrated nearest %s", best_ms,
                      m->prob[near].key);
+    if (best_stage > 0 && k > 0 && (size_t)k < sizeof why)
+      k += snprintf(why + k, sizeof why - (size_t)k, "; B staged into an aligned copy first (%.3g ms of it)",
+                    best_stage);
     if (second && k > 0 && (size_t)k < sizeof why)
       snprintf(why + k, sizeof why - (size_t)k, "; next %s at %.4g ms", second->name, second_ms);
     memset(out, 0, sizeof *out);
@@ -470,24 +524,30 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
   const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_MATMUL, &nt);
   const kt_device_info *d = kt_context_device(c);
   const kt_tuned *t = kt_matmul_nearest(tuned, nt, M, N, K);
-  /* At a tuned shape, what was measured there is the answer. */
-  if (t && t->problem.m == M && t->problem.n == N && t->problem.k == K)
+  /* At a tuned shape, what was measured there is the answer, where the
+   * measured variants read this B as they were timed: in place, or the
+   * shape's rows were unaligned (only variants that read any B were timed).
+   * A B that float4 variants would stage is left to the model, which
+   * prices the staging. */
+  const int in_place = kt_matmul_b_in_place(call->B, call->ldb);
+  if (t && t->problem.m == M && t->problem.n == N && t->problem.k == K && (in_place || t->problem.n % 4 != 0))
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
   model *m = t ? kt_context_state(c, KT_FAMILY_MATMUL) : NULL;
   if (!m) {
     note_miss(c, t, M, N, K);
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
   }
-  /* The decision depends on the shape and on whether float4 variants can
-   * serve the call; remembered per context (relaxed atomics: a lost or torn
-   * slot only costs a prediction, and a hit is checked against serves()). */
+  /* The decision depends on the shape, on whether float4 variants read B
+   * in place and on the rows' alignment (which tuned problems calibrate);
+   * remembered per context (relaxed atomics: a lost or torn slot only costs
+   * a prediction, and a hit is checked against serves_call_staged()). */
   const int wide = !((call->ldb | call->ldc) & 3) && !(((uintptr_t)call->B | (uintptr_t)call->C) & 15);
-  const uint64_t key = cache_key(M, N, K, wide);
+  const uint64_t key = cache_key(M, N, K, wide | in_place << 1);
   const int slot = (int)(key >> 56) % CACHE_SLOTS;
   if (!out && __atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key) {
     const int i = __atomic_load_n(&m->cache[slot].variant, __ATOMIC_RELAXED);
     if (__atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key && i >= 0 && i < kt_registry_count &&
-        serves_call(&kt_registry[i], d, call))
+        serves_call_staged(&kt_registry[i], d, call))
       return &kt_registry[i];
   }
   /* A decision made here, not remembered: the shape has no tuned entry. */

@@ -3,6 +3,9 @@
 @ -- Row-major fp32 with leading dimensions; any M, N, K >= 1.  The space (templates/matmul.space.lua)
 @ -- sets the values used below.
 #include "kt_launch.h"
+@ -- Every variant includes the staging of B: the float4 ones launch it for a B they
+#include "matmul_common.cuh"
+@ -- cannot read in place; the 4-byte ones read any B as it is and never launch it.
 
 /*
  * Warp-tiled matrix multiply with a cp.async pipeline.
@@ -19,7 +22,11 @@
  * of BK deep: while the block computes on one slice, the next STAGES - 1
  * are in flight, and no registers hold them on the way.  A is copied 4 bytes
  * at a time, so it lands transposed (As[k][m]) for float4 reads along m and
- * needs no alignment; B goes in 16-byte pieces when VEC is 4.
+ * needs no alignment; B goes in 16-byte pieces when VEC is 4.  Such a
+ * kernel reads B in place only when B is 16-byte aligned and ldb a multiple
+ * of 4; for any other B its launcher first stages B into an aligned copy
+ * (matmul_common.cuh).  C may have any alignment: the epilogue stores a
+ * float4 where a row's address allows it and single floats elsewhere.
  *
  * Edges: copies of rows of A past M and of columns of B past N read nothing
  * and write zeros (cp.async's source size 0), as do copies past K in the
@@ -168,11 +175,17 @@ static __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const
 }
 
 /* crow[c .. c+3] = v + beta * crow[c .. c+3], the columns before N only,
- * never reading C when beta == 0 (it may hold NaN).  v holds alpha * sums. */
+ * never reading C when beta == 0 (it may hold NaN).  v holds alpha * sums.
+@ if vec == 4 then
+ * c is a multiple of 4, so whether crow + c takes a float4 depends on the
+ * row alone: every row when C is aligned and ldc a multiple of 4, every
+ * other row or one in four when ldc is not, none when C is misaligned.
+@ end
+ */
 static __device__ __forceinline__ void store4(float *crow, int c, int N, float (&v)[4], float beta)
 {
 @ if vec == 4 then
-  if (c + 4 <= N) { // a float4: crow + c is 16-byte aligned when VEC is 4
+  if (c + 4 <= N && ((size_t)(crow + c) & 15) == 0) {
     float4 *p = reinterpret_cast<float4 *>(crow + c);
     if (beta != 0.0f) {
       const float4 o = *p;
@@ -488,9 +501,9 @@ $(name)_reduce_wide(int M, int N, int splits, float alpha, const float *__restri
 constexpr int SPLIT = $(split); // most K chunks
 
 @ end
-extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
+/* The kernel (and split-K's reduction) on the B that a holds. */
+static int launch(const kt_matmul_args *a, cudaStream_t stream)
 {
-  const kt_matmul_args *a = (const kt_matmul_args *)args;
   const long long tiles_m = (a->M + BM - 1) / BM, tiles_n = (a->N + BN - 1) / BN;
   if (tiles_m * tiles_n > 0x7fffffffLL || tiles_n * GROUP > 0x7fffffffLL)
     return (int)cudaErrorInvalidConfiguration;
@@ -563,3 +576,49 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
                                  a->B, a->ldb, a->beta, a->C, a->ldc, (int)tiles_m, (int)tiles_n);
 @ end
 }
+
+@ if vec == 4 then
+/*
+ * B in place when it is 16-byte aligned with ldb a multiple of 4; any other
+ * B is first staged into an aligned copy from the pool (matmul_common.cuh),
+ * kt_matmul_stage_rows of K at a time: C = alpha A B + beta C becomes, per
+ * panel p of K, C = alpha A_p B_p + (p ? 1 : beta) C, the panels in order.
+ * The copy is taken once and given back after the last panel's kernel.
+ * (Launched as a programmatic dependent of the staging, so that it could
+ * start early, the kernel ran 1.1 to 3 times slower on an H100: plain
+ * stream order.)
+ */
+extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
+{
+  const kt_matmul_args *a = (const kt_matmul_args *)args;
+  if (kt_matmul_b_in_place(a->B, a->ldb))
+    return launch(a, stream);
+  const long long ldw = kt_matmul_stage_ld(a->N), rows = kt_matmul_stage_rows(a->K, a->N);
+  if (rows < 1)
+    return (int)cudaErrorInvalidValue; // one row of B is over the limit: dispatch never sends such a call
+  float *W = nullptr;
+  const size_t bytes = (size_t)(rows * ldw) * sizeof(float);
+  cudaError_t e = a->pool ? cudaMallocFromPoolAsync((void **)&W, bytes, (cudaMemPool_t)a->pool, stream)
+                          : cudaMallocAsync((void **)&W, bytes, stream);
+  if (e != cudaSuccess)
+    return (int)e;
+  kt_matmul_args p = *a;
+  p.B = W;
+  p.ldb = ldw;
+  for (long long k0 = 0; k0 < a->K && e == cudaSuccess; k0 += rows) {
+    p.K = (int)(a->K - k0 < rows ? a->K - k0 : rows);
+    p.A = a->A + k0;
+    p.beta = k0 ? 1.0f : a->beta;
+    e = matmul_stage_launch(a->B + k0 * a->ldb, a->ldb, p.K, a->N, ldw, W, a->sm_count, stream);
+    if (e == cudaSuccess)
+      e = (cudaError_t)launch(&p, stream);
+  }
+  const cudaError_t f = cudaFreeAsync(W, stream);
+  return (int)(e != cudaSuccess ? e : f);
+}
+@ else
+extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
+{
+  return launch((const kt_matmul_args *)args, stream);
+}
+@ end

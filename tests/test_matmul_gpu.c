@@ -36,6 +36,11 @@ Test(matmul_gpu, every_variant_is_correct_on_odd_shapes_with_padded_leading_dime
     cr_expect(c.ok, "%s: %s", v->name, c.reason);
     kt_tune_matmul_check(v, &gpu, m, n, k, lda, ldb, ldc, -1.5f, 0.0f, kt_rng_next(&r), &c);
     cr_expect(c.ok, "%s (beta 0, C holds NaN): %s", v->name, c.reason);
+    if (a > 1) { /* odd ldb and ldc, pointers off 16 bytes: B staged, C stored unaligned */
+      kt_tune_matmul_check(v, &gpu, m, n, k, lda, n + 1 + (n % 4 == 3), n + 2 + (n % 4 == 2), 0.5f, 2.0f,
+                           kt_rng_next(&r), &c);
+      cr_expect(c.ok, "%s (B staged): %s", v->name, c.reason);
+    }
     ++checked;
   }
   cr_assert_gt(checked, 0);
@@ -60,9 +65,9 @@ Test(matmul_gpu, every_variant_handles_degenerate_shapes)
 }
 
 /* The corners the few-row, few-column and short-K kernels are built for,
- * with odd leading dimensions (aligned variants get theirs rounded up):
- * long K split over warps and cluster blocks, sizes of 1, K past one
- * chunk. */
+ * with odd leading dimensions (float4 variants get theirs rounded up at
+ * every other shape, and stage B at the rest): long K split over warps
+ * and cluster blocks, sizes of 1, K past one chunk. */
 Test(matmul_gpu, every_variant_is_correct_on_skinny_and_short_k_shapes)
 {
   static const int shapes[][3] = {{1, 300, 2100}, {17, 129, 777}, {300, 1, 1500}, {250, 13, 333},
@@ -73,13 +78,35 @@ Test(matmul_gpu, every_variant_is_correct_on_skinny_and_short_k_shapes)
     if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, &gpu))
       continue;
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
-      const int a = v->align, m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
-      const long long lda = k + 1, ldb = (n + 1 + a - 1) / a * a, ldc = (n + 2 + a - 1) / a * a;
+      const int a = s % 2 ? 1 : v->align, m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+      const long long lda = k + 1, ldb = (n + 1 + a - 1) / a * a + (a == 1 && n % 4 == 3),
+                      ldc = (n + 2 + a - 1) / a * a;
       kt_check c;
       kt_tune_matmul_check(v, &gpu, m, n, k, lda, ldb, ldc, 0.75f, s % 2 ? 0.0f : -1.25f, kt_rng_next(&r), &c);
       cr_expect(c.ok, "%s at %dx%dx%d: %s", v->name, m, n, k, c.reason);
     }
   }
+}
+
+/* A B of more than KT_MATMUL_MAX_STAGE bytes is staged a panel of K at a
+ * time, each panel after the first adding to C: rows of 2^20 + 1 floats
+ * make panels of 63 rows, so K = 150 takes three, the last short. */
+Test(matmul_gpu, a_float4_variant_stages_a_long_b_a_panel_at_a_time)
+{
+  const kt_variant *v = NULL;
+  for (int i = 0; i < kt_registry_count && !v; ++i)
+    if (kt_registry[i].family == KT_FAMILY_MATMUL && kt_registry[i].align == 4 &&
+        kt_registry[i].default_rank > 0 && kt_variant_runs_on(&kt_registry[i], &gpu))
+      v = &kt_registry[i];
+  cr_assert_not_null(v, "no float4 default variant runs on this GPU");
+  const int m = 3, n = (1 << 20) + 1, k = 150;
+  cr_assert_gt((k + kt_matmul_stage_rows(k, n) - 1) / kt_matmul_stage_rows(k, n), 2, "K must take three panels");
+  kt_rng r = {fresh_seed()};
+  kt_check c;
+  kt_tune_matmul_check(v, &gpu, m, n, k, k + 1, n + 2, n + 1, 1.25f, -0.75f, kt_rng_next(&r), &c);
+  cr_expect(c.ok, "%s (beta -0.75): %s", v->name, c.reason);
+  kt_tune_matmul_check(v, &gpu, m, n, k, k + 1, n + 2, n + 1, 1.0f, 0.0f, kt_rng_next(&r), &c);
+  cr_expect(c.ok, "%s (beta 0, C holds NaN): %s", v->name, c.reason);
 }
 
 /* Run kt_matmul on device copies at an offset of `shift` floats (A only

@@ -41,8 +41,10 @@ const kt_variant *kt_tune_matmul_seed(void);
 
 /* Run v once on a fresh random problem of this shape, on the current
  * device, and check it as above (kt_check.worst: the worst |err| / bound).
- * lda/ldb/ldc >= K/N/N.  Variants of alignment 1 get A, B and C one float
- * past a 16-byte boundary. */
+ * lda/ldb/ldc >= K/N/N.  A, B and C lie one float past a 16-byte boundary
+ * for variants of alignment 1, and for float4 variants given an ldb that
+ * is not a multiple of 4 (which then stage B and store C unaligned);
+ * otherwise on the boundary. */
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
                           long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out);
 
