@@ -107,15 +107,26 @@ static inline long long kt_hist_part_buckets(long long nbins, long long smem_opt
 #define KT_HIST_PART_PIECE (1ll << 27)
 
 /* Workspace split-K: K is cut into at most `split` chunks of whole BK
- * steps, with a workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of
- * partial tiles.  Returns the number of chunks (1: no workspace) and the K
- * of each in *k_chunk (the last may be shorter).  The one formula: the
- * launchers split with it and the runtime's cost model predicts with it. */
+ * steps, and no more than it takes for the tiles' blocks to fill `slots`
+ * (one wave: the GPU's SMs times the kernel's blocks per SM; the chunks
+ * then keep every SM busy at once, and more would only add fixed costs and
+ * workspace traffic), each at least KT_MATMUL_MIN_CHUNK_K long, with a
+ * workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of partial tiles.
+ * Returns the number of chunks (1: no workspace) and the K of each in
+ * *k_chunk (the last may be shorter).  The one formula: the launchers
+ * split with it and the runtime's cost model predicts with it. */
 #define KT_MATMUL_MAX_WORKSPACE (256ll << 20)
-static inline long long kt_matmul_splits(long long M, long long N, long long K, int BK, int split, long long *k_chunk)
+#define KT_MATMUL_MIN_CHUNK_K 128
+static inline long long kt_matmul_splits(long long M, long long N, long long K, int BM, int BN, int BK, int split,
+                                         long long slots, long long *k_chunk)
 {
   const long long tile_bytes = M * N * 4, steps = (K + BK - 1) / BK;
+  const long long tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
   long long splits = split;
+  if ((slots + tiles - 1) / tiles < splits)
+    splits = (slots + tiles - 1) / tiles;
+  if (K / KT_MATMUL_MIN_CHUNK_K < splits)
+    splits = K / KT_MATMUL_MIN_CHUNK_K;
   if (KT_MATMUL_MAX_WORKSPACE / tile_bytes < splits)
     splits = KT_MATMUL_MAX_WORKSPACE / tile_bytes;
   if (splits > steps)

@@ -69,8 +69,8 @@ local S = {
           tag = "v" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
         { "occ", { 0, 1, 2, 3, 4 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint", tag = "o" },
-        { "split", { 1, 4, 256 }, "most chunks K is split into, summed through a workspace (deterministic); 1 = none",
-          tag = "k" },
+        { "split", { 1, 4, 16, 256 }, "most chunks K is split into, summed through a workspace (deterministic): " ..
+          "as many as fill one wave of blocks, each at least 128 deep; 1 = none", tag = "k" },
         { "cluster", { 1, 2, 4 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none",
           tag = "c" },
       },
@@ -153,10 +153,12 @@ local S = {
             return true
           end },
         { H100("workspace split-K: 4 chunks for 128x128 and 64x128 blocks (long K on few tiles), " ..
-          "256 for blocks of 64x64 or fewer outputs (K much longer than M and N)"),
+          "256 for blocks of 64x64 or fewer outputs (K much longer than M and N); 16 for the 4-chunk tiles " ..
+          "with float4 copies, since chunks are no more than fill a wave (bench/reference/matmul_random, run 5)"),
           function(v)
             if v.split == 1 then return true end
             if v.split == 4 then return v.bn == 128 and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
+            if v.split == 16 then return v.bn == 128 and v.bm >= 64 and (v.occ == 0 or v.threads == 128) and v.vec == 4 end
             return v.bm * v.bn <= 64 * 64 and v.bn <= 128
           end },
         { H100("cluster split-K for blocks up to 128x128"),

@@ -500,6 +500,28 @@ $(name)_reduce_wide(int M, int N, int splits, float alpha, const float *__restri
 
 constexpr int SPLIT = $(split); // most K chunks
 
+/* Blocks of this kernel that fit one SM of the current device, asked of
+ * the device once (after the launcher's shared-memory opt-in): split-K
+ * cuts K into no more chunks than fill one wave of them.  (Dispatch's cost
+ * model uses the registry's estimate of the same number.) */
+static int blocks_per_sm(void)
+{
+  static kt_launch_once once;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= KT_LAUNCH_MAX_DEVICES)
+    return 1;
+  int n = __atomic_load_n(&once.per_sm[dev], __ATOMIC_RELAXED);
+  if (n == 0) {
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, $(name), THREADS, $(smem_dynamic)) != cudaSuccess) {
+      cudaGetLastError(); // not sticky: clear it, and split as for one block per SM
+      return 1;
+    }
+    n = n < 1 ? 1 : n;
+    __atomic_store_n(&once.per_sm[dev], n, __ATOMIC_RELAXED);
+  }
+  return n;
+}
+
 @ end
 /* The kernel (and split-K's reduction) on the B that a holds. */
 static int launch(const kt_matmul_args *a, cudaStream_t stream)
@@ -520,12 +542,14 @@ static int launch(const kt_matmul_args *a, cudaStream_t stream)
     return (int)oe;
 @ end
 @ if split > 1 then
-  /* As many chunks as SPLIT allows with whole BK steps each and a bounded
-   * workspace (kt_matmul_splits, runtime/kt_variant.h: dispatch's cost
-   * model predicts with the same formula); one chunk needs no workspace. */
+  /* As many chunks as fill a wave, SPLIT at most, with whole BK steps each
+   * and a bounded workspace (kt_matmul_splits, runtime/kt_variant.h:
+   * dispatch's cost model predicts with the same formula); one chunk needs
+   * no workspace. */
   const size_t tile_bytes = (size_t)a->M * a->N * sizeof(float);
   long long chunk = 0;
-  const long long splits = kt_matmul_splits(a->M, a->N, a->K, BK, SPLIT, &chunk);
+  const long long splits =
+      kt_matmul_splits(a->M, a->N, a->K, BM, BN, BK, SPLIT, (long long)a->sm_count * blocks_per_sm(), &chunk);
   const int k_chunk = (int)chunk;
   cfg.gridDim.y = (unsigned)splits;
   float *W = nullptr;
