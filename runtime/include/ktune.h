@@ -119,8 +119,10 @@ KT_API void kt_close(kt_context *ctx);
 
 /* C = alpha * A * B + beta * C, row-major fp32 device pointers: A is M x K
  * with row stride lda >= K, B is K x N (ldb >= N), C is M x N (ldc >= N).
- * With beta == 0, C is not read.  Safe to call from several threads on one
- * context. */
+ * Any 4-byte aligned pointers and any leading dimensions.  With beta == 0,
+ * C is not read.  The call may take scratch from the device's memory pool,
+ * in stream order (a split K, or an aligned copy of B).  Safe to call from
+ * several threads on one context. */
 KT_API int kt_matmul(kt_context *ctx, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc, kt_stream stream);
 
