@@ -323,4 +323,14 @@ static inline int kt_test_tune(const char *path, const kt_device_info *dev, cons
   return ranked;
 }
 
+/* Record two variants' times at the matmul problem n^3 in path, for dev,
+ * and rank it. */
+static inline void kt_test_tune_pair(const char *path, const kt_device_info *dev, long long n, const kt_variant *a,
+                                     double a_ms, const kt_variant *b, double b_ms)
+{
+  kt_problem p = kt_test_matmul_problem(n, n, n);
+  kt_measurement m[2] = {kt_test_measure(a, p, "ok", a_ms), kt_test_measure(b, p, "ok", b_ms)};
+  cr_assert_eq(kt_test_tune(path, dev, m, 2, p), 2);
+}
+
 #endif

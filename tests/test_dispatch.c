@@ -285,14 +285,6 @@ Test(dispatch, misaligned_c_keeps_the_float4_winner)
  * the copy costs (at 1024 x 1024, a few microseconds), not where it leads
  * by less.  Both ways the choice is the model's, not the tuned ranking's:
  * the ranking timed B in place. */
-static void tune_two(const char *path, const kt_device_info *dev, const kt_variant *f4, double f4_ms,
-                     const kt_variant *any, double any_ms)
-{
-  kt_problem p = kt_test_matmul_problem(1024, 1024, 1024);
-  kt_measurement m[2] = {kt_test_measure(f4, p, "ok", f4_ms), kt_test_measure(any, p, "ok", any_ms)};
-  cr_assert_eq(kt_test_tune(path, dev, m, 2, p), 2);
-}
-
 Test(dispatch, a_misaligned_b_is_staged_for_the_float4_winner_where_that_pays)
 {
   char lead[PATH_MAX], close[PATH_MAX];
@@ -301,8 +293,8 @@ Test(dispatch, a_misaligned_b_is_staged_for_the_float4_winner_where_that_pays)
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   const kt_variant *f4 = kt_test_need(kt_test_is_matmul_align4, 0, "matmul align 4");
   const kt_variant *any = kt_test_need(align1_any_shape, 0, "matmul align 1");
-  tune_two(lead, &dev, f4, 1.0, any, 1.1);   /* 100 us ahead */
-  tune_two(close, &dev, f4, 1.0, any, 1.001); /* 1 us ahead */
+  kt_test_tune_pair(lead, &dev, 1024, f4, 1.0, any, 1.1);    /* 100 us ahead */
+  kt_test_tune_pair(close, &dev, 1024, f4, 1.0, any, 1.001); /* 1 us ahead */
   kt_context *ctx = open_described(&dev, lead, NULL);
   kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1026, 1024);
   cr_assert_str_eq(c.variant, f4->name, "ldb 1026, 0.1 ms to gain: got %s", c.variant);

@@ -61,9 +61,7 @@ static kt_choice choice(kt_context *ctx, long long n)
 static void tune_with_winner(const char *path, const kt_device_info *dev, long long n, const kt_variant *v,
                              const kt_variant *other)
 {
-  kt_problem p = kt_test_matmul_problem(n, n, n);
-  kt_measurement m[2] = {kt_test_measure(v, p, "ok", 1.0), kt_test_measure(other, p, "ok", 2.0)};
-  cr_assert_eq(kt_test_tune(path, dev, m, 2, p), 2);
+  kt_test_tune_pair(path, dev, n, v, 1.0, other, 2.0);
 }
 
 Test(results, the_user_layer_wins_a_problem_both_have_and_the_system_layer_serves_the_rest)
