@@ -85,11 +85,6 @@ const kt_family_ops kt_matmul_ops = {
 
 /* ---- which variants serve a call ---------------------------------------- */
 
-static int aligned(const void *p, int floats)
-{
-  return ((uintptr_t)p % ((uintptr_t)floats * 4u)) == 0;
-}
-
 /* A variant's alignment binds B only: every kernel copies A four bytes at
  * a time (it lands transposed in shared memory), so any lda and any 4-byte
  * aligned A serve, and the float4 kernels store a float4 of C only where
@@ -100,12 +95,10 @@ int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A
                      long long ldb, const void *C, long long ldc)
 {
   (void)A, (void)lda, (void)C, (void)ldc;
-  if (v->family != KT_FAMILY_MATMUL || !kt_variant_runs_on(v, d))
-    return 0;
-  const int a = v->align;
-  return a <= 1 || (ldb % a == 0 && aligned(B, a));
+  return v->family == KT_FAMILY_MATMUL && kt_variant_runs_on(v, d) && !kt_matmul_stages(v, B, ldb);
 }
 
+/* Alignments are 1 or 4 (the space's vec): kt_matmul_b_in_place is the 4. */
 int kt_matmul_stages(const kt_variant *v, const void *B, long long ldb)
 {
   return v->align > 1 && !kt_matmul_b_in_place(B, ldb);
@@ -541,7 +534,7 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
    * in place and on the rows' alignment (which tuned problems calibrate);
    * remembered per context (relaxed atomics: a lost or torn slot only costs
    * a prediction, and a hit is checked against serves_call_staged()). */
-  const int wide = !((call->ldb | call->ldc) & 3) && !(((uintptr_t)call->B | (uintptr_t)call->C) & 15);
+  const int wide = in_place && kt_matmul_b_in_place(call->C, call->ldc); /* C as float4 rows too */
   const uint64_t key = cache_key(M, N, K, wide | in_place << 1);
   const int slot = (int)(key >> 56) % CACHE_SLOTS;
   if (!out && __atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key) {
