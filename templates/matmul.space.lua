@@ -71,7 +71,7 @@ local S = {
         { "occ", { 0, 1, 2, 3, 4 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint", tag = "o" },
         { "split", { 1, 4, 16, 256 }, "most chunks K is split into, summed through a workspace (deterministic): " ..
           "as many as fill one wave of blocks, each at least 128 deep; 1 = none", tag = "k" },
-        { "cluster", { 1, 2, 4 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none",
+        { "cluster", { 1, 2, 4, 8 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none",
           tag = "c" },
       },
       derive = function(v, t)
@@ -160,6 +160,14 @@ local S = {
             if v.split == 4 then return v.bn == 128 and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
             if v.split == 16 then return v.bn == 128 and v.bm >= 64 and (v.occ == 0 or v.threads == 128) and v.vec == 4 end
             return v.bm * v.bn <= 64 * 64 and v.bn <= 128
+          end },
+        { SUITE("clusters of 8 (run 6: five seeds, every variant timed) for 32x64, 64x32 and 128x64 blocks, " ..
+          "16x128 blocks with 4-byte copies and 128x128 with float4; the other 8-block clusters won no shape"),
+          function(v)
+            if v.cluster ~= 8 then return true end
+            local tile = v.bm .. "x" .. v.bn
+            return tile == "32x64" or tile == "64x32" or tile == "128x64" or (tile == "16x128" and v.vec == 1) or
+              (tile == "128x128" and v.vec == 4)
           end },
         { H100("cluster split-K for blocks up to 128x128"),
           function(v) return v.cluster == 1 or v.bm * v.bn <= 128 * 128 end },
