@@ -195,8 +195,11 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  *            steps, + FIXED_K), FIXED_K standing for the block's fixed
  *            work (filling the pipeline, the epilogue's stores) in units
  *            of its multiply-adds.  A round of fewer blocks than fit an SM
- *            counts as half the SM's blocks (one block alone cannot hide
- *            its latencies).  The short-K kernel (direct) has no pipeline:
+ *            costs as much as the blocks that keep it busy: enough that
+ *            warps x outputs per thread (the independent multiply-adds a
+ *            warp has in flight) reach SATURATE, at most the SM's blocks.
+ *            A lone block of 8x8-output threads nearly fills an SM; blocks
+ *            of 4x4 need four times as many warps.  The short-K kernel (direct) has no pipeline:
  *            it multiplies only the K it holds (no padding), but every BK
  *            chunk first waits for its panels' copy, DIRECT_CHUNK_K steps'
  *            worth; so its cost grows with K faster than a pipelined
@@ -237,6 +240,16 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * best to 0.98 and the geometric mean from 0.973 to 0.978, with seeds
  * 4242 and 9001 at or above their previous figures (0.958 to 0.961,
  * 0.975); anywhere from 8 to 32 steps gives the same figures within 0.001.
+ * SATURATE replaced "half the SM's blocks" when clusters of 8 joined the
+ * space (bench/reference/matmul_random/README.md, run 6): replayed offline
+ * over that make tune and every variant timed on five seeds (default, 77,
+ * 4242, 31337, 2718), dispatch reached 0.965 of the best as a geometric
+ * mean against 0.957, and 0.84 and 0.91 at the worst shape of the default
+ * seed and seed 4242 against 0.75 and 0.78; "half" had priced a lone 8x8
+ * block at two blocks' time, so 64x128 tiles on one block per SM and
+ * 8-block clusters looked faster than they are (1661x269x3387 went to
+ * 128x64 tiles in clusters of 8 at 0.84 of its best, 7766x159x1018 to
+ * 64x128 tiles at 0.78).  128 to 192 gave figures within 0.003.
  * WORKSPACE_MS: without it, calls of a few microseconds went to split-K
  * where a single kernel (or a cluster split) was faster: 7x312x509 (seed
  * 4242) at 0.83 of the best, 363x13x379 (9001) at 0.83, 19x1x9725 (4242)
@@ -261,6 +274,7 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
 #define WORKSPACE_MS 0.001  /* split-K's workspace taken from the pool and given back */
 #define MEMORY_BW 4.0e9     /* bytes per ms of A, B and C traffic (HBM3 and L2) */
 #define FIXED_K 32.0        /* a block's fixed cost, in K steps of its multiply-adds */
+#define SATURATE 160.0      /* warps x outputs per thread that keep an SM busy */
 #define DIRECT_CHUNK_K 16.0 /* the short-K kernel's wait for each chunk's panels, in K steps */
 #define SIGMA 1.25          /* in natural-log units of each size */
 #define ALIGN_LOGW 3.0      /* log-weight lost by a tuned problem of the other row alignment */
@@ -293,6 +307,7 @@ static double stage_ms(long long N, long long K)
 typedef struct geom {
   int bm, bn, bk, split, cl, bps;
   int unpipelined; /* the short-K kernel: exact K, a wait per chunk */
+  double sat;      /* blocks that keep an SM busy (see SATURATE) */
 } geom;
 
 /* A kernel's geometry in the model's terms.  The few-row kernel's tile
@@ -317,8 +332,16 @@ static geom geometry(const kt_variant *v)
   } else if (strcmp(v->algo, "gemv") == 0) {
     g.bm = v->threads / 32 * tile_dim(v, 0), g.bn = tile_dim(v, 1), g.bk = 128;
   }
-  if (g.bm <= 0 || g.bn <= 0 || g.bk <= 0)
-    g.bm = g.bn = g.bk = 0; /* unknown: never predicted */
+  if (g.bm <= 0 || g.bn <= 0 || g.bk <= 0 || v->threads < 32) {
+    g.bm = g.bn = g.bk = 0, g.sat = 0; /* unknown: never predicted */
+    return g;
+  }
+  /* Warp tiles: by their multiply-adds in flight.  The others (the Guide's
+   * one output per thread, the short-K kernel's wait for each chunk, the
+   * few-row and few-column kernels' warps counted as blocks here) wait on
+   * memory more than on their multiply-adds: half the SM's blocks. */
+  const double outputs = (double)g.bm * g.bn / v->threads; /* per thread */
+  g.sat = strcmp(v->algo, "wt") == 0 ? fmin((double)g.bps, SATURATE / (v->threads / 32 * outputs)) : 0.5 * g.bps;
   return g;
 }
 
@@ -339,7 +362,7 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   const double steps = g->unpipelined ? (double)K + DIRECT_CHUNK_K * (double)((K + g->bk - 1) / g->bk) : (double)chunk;
   const double blocks = (double)tiles * (double)splits;
   const double q = ceil(blocks / sm), rounds = ceil(q / g->bps);
-  const double busy = fmax(q, 0.5 * g->bps * rounds);
+  const double busy = fmax(q, g->sat * rounds);
   const double u = busy * (double)g->bm * g->bn * (steps + FIXED_K);
   *launches = 1;
   *traffic_ms = (m * n + m * k + k * n) * 4.0 / MEMORY_BW;

@@ -814,6 +814,42 @@ Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
   kt_close(ctx);
 }
 
+/* An H100's make tune (run 6 of bench/reference/matmul_random): 64x128
+ * tiles alone and 128x64 tiles split over clusters of 2, at the 8 tuned
+ * shapes nearest 7766x159x1018. */
+static const measured h100_lone_block[] = {
+    {"4096x256x256", "matmul_wt_64x128x16_tt8x8_w4_s3_v4_g8_o4_k1_c1", 0.020128},
+    {"4096x256x256", "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", 0.020784},
+    {"4096x256x4096", "matmul_wt_64x128x16_tt8x8_w4_s3_v4_g8_o4_k1_c1", 0.2292},
+    {"4096x256x4096", "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", 0.208768},
+    {"8192x128x8192", "matmul_wt_64x128x16_tt8x8_w4_s3_v4_g8_o4_k1_c1", 0.437536},
+    {"8192x128x8192", "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", 0.410832},
+    {"1024x1024x1024", "matmul_wt_64x128x16_tt8x8_w4_s3_v4_g8_o4_k1_c1", 0.062304},
+    {"1024x1024x1024", "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", 0.057984},
+    {"1000x1000x1000", "matmul_wt_64x128x16_tt8x8_w4_s3_v4_g8_o4_k1_c1", 0.065424},
+    {"1000x1000x1000", "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", 0.059472},
+    {"4096x16x256", "matmul_wt_64x128x16_tt8x8_w4_s3_v4_g8_o4_k1_c1", 0.02112},
+    {"4096x16x256", "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", 0.015616},
+    {"4096x16x4096", "matmul_wt_64x128x16_tt8x8_w4_s3_v4_g8_o4_k1_c1", 0.245184},
+    {"4096x16x4096", "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", 0.131664},
+    {"2048x2048x2048", "matmul_wt_64x128x16_tt8x8_w4_s3_v4_g8_o4_k1_c1", 0.34824},
+    {"2048x2048x2048", "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", 0.3652},
+};
+
+/* At 4096x256x4096 the 64x128 tiles run one block per SM (4 fit), and
+ * took about as long as the cluster's two blocks per SM: a lone block of
+ * 8x8-output threads keeps an SM nearly busy.  Priced as half the SM's
+ * blocks, it looked twice as cheap per step as it is, and 7766x159x1018,
+ * two blocks per SM, went to it (measured 0.114 ms; the 128x64 tiles in
+ * clusters of 2, 0.089). */
+Test(dispatch, a_lone_block_of_wide_thread_tiles_is_not_priced_as_two)
+{
+  kt_context *ctx = open_measured(h100_lone_block, sizeof h100_lone_block / sizeof h100_lone_block[0]);
+  kt_choice c = matmul_choice(ctx, 7766, 159, 1018, A16, 1018, 159, 159);
+  cr_assert_str_eq(c.variant, "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", "got %s", c.variant);
+  kt_close(ctx);
+}
+
 /* The same make tune: a float4 kernel of 32x64 tiles that splits K over
  * a cluster of 4, and one of 64x32 tiles that splits K into up to 256
  * chunks through a workspace, at the 8 tuned shapes nearest 7x312x509. */
