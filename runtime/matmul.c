@@ -195,11 +195,13 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  *            steps, + FIXED_K), FIXED_K standing for the block's fixed
  *            work (filling the pipeline, the epilogue's stores) in units
  *            of its multiply-adds.  A round of fewer blocks than fit an SM
- *            costs as much as the blocks that keep it busy: enough that
- *            warps x outputs per thread (the independent multiply-adds a
- *            warp has in flight) reach SATURATE, at most the SM's blocks.
- *            A lone block of 8x8-output threads nearly fills an SM; blocks
- *            of 4x4 need four times as many warps.  The short-K kernel (direct) has no pipeline:
+ *            costs as much as the blocks that keep it busy.  For warp
+ *            tiles, enough that warps x outputs per thread (the independent
+ *            multiply-adds a warp has in flight) reach SATURATE, at most the
+ *            SM's blocks: a lone block of 8x8-output threads nearly fills
+ *            an SM, blocks of 4x4 need four times as many warps.  For the
+ *            other kernels, half the SM's blocks.  The short-K kernel
+ *            (direct) has no pipeline:
  *            it multiplies only the K it holds (no padding), but every BK
  *            chunk first waits for its panels' copy, DIRECT_CHUNK_K steps'
  *            worth; so its cost grows with K faster than a pipelined

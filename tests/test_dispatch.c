@@ -814,7 +814,7 @@ Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
   kt_close(ctx);
 }
 
-/* An H100's make tune (run 6 of bench/reference/matmul_random): 64x128
+/* An H100's make tune (run 7 of bench/reference/matmul_random): 64x128
  * tiles alone and 128x64 tiles split over clusters of 2, at the 8 tuned
  * shapes nearest 7766x159x1018. */
 static const measured h100_lone_block[] = {
