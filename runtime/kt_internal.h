@@ -406,10 +406,9 @@ KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, cons
 
 KT_INTERNAL extern const kt_family_ops kt_matmul_ops;
 
-/* May v serve this call on d, reading B in place (device, and B's
+/* May v serve a call on d, reading this B in place (device, and B's
  * alignment for its vector width; A, lda, C and ldc never matter)? */
-KT_INTERNAL int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A, long long lda,
-                                 const void *B, long long ldb, const void *C, long long ldc);
+KT_INTERNAL int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *B, long long ldb);
 /* Does v's launcher stage this B into an aligned copy first (a float4
  * variant given a B it cannot read in place)? */
 KT_INTERNAL int kt_matmul_stages(const kt_variant *v, const void *B, long long ldb);

@@ -91,10 +91,8 @@ const kt_family_ops kt_matmul_ops = {
  * its address allows.  For any other B a float4 kernel stages B first
  * (kt_matmul_stage_rows): kt_matmul_serves says whether v reads this B in
  * place, kt_matmul_serves_staged whether it serves the call at all. */
-int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *A, long long lda, const void *B,
-                     long long ldb, const void *C, long long ldc)
+int kt_matmul_serves(const kt_variant *v, const kt_device_info *d, const void *B, long long ldb)
 {
-  (void)A, (void)lda, (void)C, (void)ldc;
   return v->family == KT_FAMILY_MATMUL && kt_variant_runs_on(v, d) && !kt_matmul_stages(v, B, ldb);
 }
 
@@ -140,16 +138,15 @@ int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long l
 
 /* The call as the dispatcher's serves() callback sees it. */
 typedef struct matmul_call {
-  const void *A, *B, *C;
-  long long lda, ldb, ldc;
+  const void *B, *C; /* A and lda never matter (kt_matmul_serves) */
+  long long ldb, ldc;
   long long M, N, K;
 } matmul_call;
 
 static int serves_call(const kt_variant *v, const kt_device_info *d, const void *call)
 {
   const matmul_call *m = call;
-  return kt_matmul_serves(v, d, m->A, m->lda, m->B, m->ldb, m->C, m->ldc) &&
-         kt_matmul_serves_shape(v, m->M, m->N, m->K);
+  return kt_matmul_serves(v, d, m->B, m->ldb) && kt_matmul_serves_shape(v, m->M, m->N, m->K);
 }
 
 /* The same, B staged where v cannot read it in place: what the cost
@@ -201,12 +198,12 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  *            SM's blocks: a lone block of 8x8-output threads nearly fills
  *            an SM, blocks of 4x4 need four times as many warps.  For the
  *            other kernels, half the SM's blocks.  The short-K kernel
- *            (direct) has no pipeline:
- *            it multiplies only the K it holds (no padding), but every BK
- *            chunk first waits for its panels' copy, DIRECT_CHUNK_K steps'
- *            worth; so its cost grows with K faster than a pipelined
- *            kernel's, which the padded count (32 steps at K 8 or 16, 64 at
- *            K 58, for BK 32) hid, making it look cheap at a mid K.
+ *            (direct) has no pipeline: it multiplies only the K it holds
+ *            (no padding), but every BK chunk first waits for its panels'
+ *            copy, DIRECT_CHUNK_K steps' worth; so its cost grows with K
+ *            faster than a pipelined kernel's, which the padded count (32
+ *            steps at K 8 or 16, 64 at K 58, for BK 32) hid, making it look
+ *            cheap at a mid K.
  * memory:    A and B read and C written once, at MEMORY_BW: what no
  *            choice of tile saves (it decides calls with a tiny K or a
  *            size of 1).
@@ -620,7 +617,7 @@ int kt_matmul_choice(kt_context *c, int64_t M, int64_t N, int64_t K, const float
     rc = check(M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != KT_OK)
     return rc;
-  const matmul_call call = {A, B, C, lda, ldb, ldc, M, N, K};
+  const matmul_call call = {B, C, ldb, ldc, M, N, K};
   return choose(c, M, N, K, &call, out) ? KT_OK : KT_ERR_NO_VARIANT;
 }
 
@@ -634,7 +631,7 @@ int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const
     return rc;
   if (!kt_context_device_pointer(c, A) || !kt_context_device_pointer(c, B) || !kt_context_device_pointer(c, C))
     return KT_ERR_NOT_DEVICE_POINTER;
-  const matmul_call call = {A, B, C, lda, ldb, ldc, M, N, K};
+  const matmul_call call = {B, C, ldb, ldc, M, N, K};
   const kt_variant *v = choose(c, M, N, K, &call, NULL);
   if (!v)
     return KT_ERR_NO_VARIANT;

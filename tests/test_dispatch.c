@@ -192,14 +192,12 @@ static const kt_variant *chosen(const kt_choice *c)
 
 /* What an untuned call gets: the lowest default_rank among the defaults
  * that serve it, found here independently of context.c. */
-static const kt_variant *expected_default_matmul(const kt_device_info *d, const void *A, long long lda, long long ldb,
-                                                 long long ldc)
+static const kt_variant *expected_default_matmul(const kt_device_info *d, long long ldb)
 {
   const kt_variant *best = NULL;
   for (int i = 0; i < kt_registry_count; ++i) {
     const kt_variant *v = &kt_registry[i];
-    if (v->default_rank > 0 && kt_matmul_serves(v, d, A, lda, B16, ldb, C16, ldc) &&
-        (!best || v->default_rank < best->default_rank))
+    if (v->default_rank > 0 && kt_matmul_serves(v, d, B16, ldb) && (!best || v->default_rank < best->default_rank))
       best = v;
   }
   cr_assert_not_null(best, "no default matmul variant serves the call");
@@ -380,13 +378,13 @@ Test(dispatch, untuned_call_gets_the_default)
   cr_assert_eq(log.count[KT_LOG_WARN] + log.count[KT_LOG_ERROR], 0, "an empty database is not a problem: %s",
                log.last[KT_LOG_WARN]);
 
-  const kt_variant *want = expected_default_matmul(&dev, A16, 1024, 1024, 1024);
+  const kt_variant *want = expected_default_matmul(&dev, 1024);
   kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
   cr_assert_str_eq(c.variant, want->name);
   cr_assert_eq(c.tuned, 0);
   cr_assert_str_eq(c.matched, "");
 
-  const kt_variant *want1 = expected_default_matmul(&dev, A16, 1024, 1026, 1024);
+  const kt_variant *want1 = expected_default_matmul(&dev, 1026);
   cr_assert_eq(want1->align, 1);
   c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1026, 1024);
   cr_assert_str_eq(c.variant, want1->name);
@@ -420,7 +418,7 @@ Test(dispatch, other_devices_entries_are_not_used)
   cr_assert_eq(kt_tuned_count(ctx), 0);
   kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
   cr_assert_eq(c.tuned, 0);
-  cr_assert_str_eq(c.variant, expected_default_matmul(&other, A16, 1024, 1024, 1024)->name);
+  cr_assert_str_eq(c.variant, expected_default_matmul(&other, 1024)->name);
   kt_close(ctx);
 
   ctx = open_described(&tuned_dev, path, NULL);
@@ -559,8 +557,8 @@ Test(dispatch, no_sm90_variant_on_sm80)
       serves90 |= kt_hist_serves(v, &sm90, nbins_sweep[j]);
     }
     if (v->family == KT_FAMILY_MATMUL) {
-      cr_assert(!kt_matmul_serves(v, &sm80, A16, 1024, B16, 1024, C16, 1024), "%s serves sm_80", v->name);
-      serves90 = kt_matmul_serves(v, &sm90, A16, 1024, B16, 1024, C16, 1024);
+      cr_assert(!kt_matmul_serves(v, &sm80, B16, 1024), "%s serves sm_80", v->name);
+      serves90 = kt_matmul_serves(v, &sm90, B16, 1024);
     }
     if (v->family == KT_FAMILY_GEMM)
       for (int t = KT_F32; t <= KT_F16; ++t) {
@@ -606,7 +604,7 @@ static void assert_warns_and_defaults(const char *path, const char *what)
   cr_assert_eq(kt_tuned_count(ctx), 0, "%s", what);
   kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
   cr_assert_eq(c.tuned, 0, "%s", what);
-  cr_assert_str_eq(c.variant, expected_default_matmul(&dev, A16, 1024, 1024, 1024)->name, "%s", what);
+  cr_assert_str_eq(c.variant, expected_default_matmul(&dev, 1024)->name, "%s", what);
   kt_close(ctx);
 }
 
@@ -721,7 +719,7 @@ Test(dispatch, predictions_pick_only_variants_that_serve_the_call)
     cr_assert_eq(kt_matmul_stages(x, B16, N + 1), strstr(c.reason, "B staged") != NULL,
                  "%s: the reason says whether B is staged: %s", c.variant, c.reason);
     c = matmul_choice(ctx, M, N, K, A16, K, N, N + 2); /* ldc not a multiple of 4: any variant reads B in place */
-    cr_assert(kt_matmul_serves(chosen(&c), &dev, A16, K, B16, N, C16, N + 2), "%s for ldc %lld", c.variant, N + 2);
+    cr_assert(kt_matmul_serves(chosen(&c), &dev, B16, N), "%s for ldc %lld", c.variant, N + 2);
     cr_assert(strstr(c.reason, "staged") == NULL, "%s", c.reason);
   }
   kt_close(ctx);
