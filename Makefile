@@ -376,6 +376,7 @@ bench: all $(TOOL_OBJS) $(BENCH_BINS)
 	$(Q)mkdir -p bench/results
 	$(Q)./build/bench_matmul $(DB_ARG) --out bench/results
 	$(Q)./build/bench_matmul_random $(DB_ARG) --out bench/results
+	$(Q)./build/bench_matmul_random $(DB_ARG) --out bench/results --vectors
 	$(Q)./build/bench_hist $(DB_ARG) --out bench/results
 	$(Q)./build/bench_gemm $(DB_ARG) --out bench/results
 build/bench_gemm: templates/gemm_common.cuh

@@ -62,17 +62,19 @@ struct bench_options {
   std::string out = "bench/results";
   bool quick = false;
   unsigned long long seed = 0; /* --seed: the bench's random suite; 0 = its default */
+  bool vectors = false;        /* --vectors: the bench's vector-like suite, where it has one */
 };
 
 static inline void bench_usage(FILE *f, const char *prog, const char *about)
 {
   fprintf(f,
-          "usage: %s [--db PATH] [--out DIR] [--quick] [--seed N]\n"
+          "usage: %s [--db PATH] [--out DIR] [--quick] [--seed N] [--vectors]\n"
           "%s\n"
           "  --db PATH   tuning database (default: $KTUNE_DB, else the library's default)\n"
           "  --out DIR   directory for the CSV and the plot (default: bench/results)\n"
           "  --quick     a short run\n"
-          "  --seed N    seed of a generated suite (where the bench has one)\n",
+          "  --seed N    seed of a generated suite (where the bench has one)\n"
+          "  --vectors   the generated suite of products with M or N from 1 to 16 (where the bench has one)\n",
           prog, about);
 }
 
@@ -89,6 +91,8 @@ static inline bench_options bench_parse_args(int argc, char **argv, const char *
       o.quick = true;
     else if (!strcmp(a, "--seed") && i + 1 < argc)
       o.seed = strtoull(argv[++i], nullptr, 0);
+    else if (!strcmp(a, "--vectors"))
+      o.vectors = true;
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       bench_usage(stdout, argv[0], about);
       exit(0);

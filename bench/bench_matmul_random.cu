@@ -3,7 +3,7 @@
  * cuBLAS and against ktune's own best variant there.
  *
  *   make build/bench_matmul_random
- *   ./build/bench_matmul_random [--db PATH] [--out bench/results] [--seed N] [--quick]
+ *   ./build/bench_matmul_random [--db PATH] [--out bench/results] [--seed N] [--quick] [--vectors]
  *
  * The suite is generated from --seed (default below), never hand-picked:
  * M, N and K log-uniform over 1..16384, the largest sizes scaled down
@@ -11,6 +11,10 @@
  * drawn again.  Every third shape has leading dimensions that are not
  * multiples of 4, every fifth of the rest a pointer 4 bytes past a 16-byte
  * boundary, and the others padded leading dimensions half of the time.
+ * --vectors draws the corner the few-row and few-column kernels serve
+ * instead: one of M and N is 1 (three times in five) or log-uniform over
+ * 2..16, the two alternately; the other and K as above.  Its files are
+ * named matmul_vectors*.
  *
  * Per shape, on the same random inputs (row-major fp32, C = A B):
  *   ktune    kt_matmul: what dispatch picks for an untuned shape
@@ -75,12 +79,23 @@ static long long pad_ld(long long x, kt_rng *r, const char *kind)
   return x;
 }
 
-static std::vector<call> make_suite(unsigned long long seed, int count)
+/* log-uniform over [2, 16] */
+static int draw_small(kt_rng *r)
+{
+  const double u = (double)(kt_rng_next(r) >> 11) * 0x1p-53;
+  return (int)std::min(16.0, std::floor(std::exp(std::log(2.0) + u * (std::log(17.0) - std::log(2.0)))));
+}
+
+static std::vector<call> make_suite(unsigned long long seed, int count, bool vectors)
 {
   kt_rng r = {seed};
   std::vector<call> out;
   while ((int)out.size() < count) {
     double m = draw(&r), n = draw(&r), k = draw(&r);
+    if (vectors) {
+      const double v = kt_rng_next(&r) % 5 < 3 ? 1 : draw_small(&r);
+      *(out.size() % 2 ? &m : &n) = v; /* few columns, then few rows */
+    }
     /* Scale the largest down until the work and the matrices fit. */
     while (2 * m * n * k > kMaxFlop || m * k > kMaxElements || k * n > kMaxElements || m * n > kMaxElements) {
       double *big = m >= n && m >= k ? &m : n >= k ? &n : &k;
@@ -119,10 +134,11 @@ static void summary(const char *what, const std::vector<double> &x)
          x.empty() ? NAN : *std::min_element(x.begin(), x.end()), x.size());
 }
 
-static void plot(const bench_options &o, const bench_device &d)
+static void plot(const bench_options &o, const bench_device &d, const std::string &base)
 {
-  std::string s = bench_gnuplot_preamble("matmul_random", 1200, 650);
-  s += "set title \"fp32 matmul on generated untuned shapes, " + bench_gnuplot_escape(d.line) + "\"\n";
+  std::string s = bench_gnuplot_preamble(base, 1200, 650);
+  s += std::string("set title \"fp32 matmul on generated untuned ") + (o.vectors ? "vector-like " : "") + "shapes, " +
+       bench_gnuplot_escape(d.line) + "\"\n";
   s += "set datafile separator \",\"\n"
        "set xlabel \"GFLOP per product (log)\"\n"
        "set ylabel \"ratio (higher is better)\"\n"
@@ -130,11 +146,11 @@ static void plot(const bench_options &o, const bench_device &d)
        "set grid\n"
        "set key bottom right\n"
        "set yrange [0:*]\n"
-       "plot \"matmul_random.csv\" skip 1 using ($2*$3*$4*2e-9):13 title \"ktune / cuBLAS\" pt 7 lc rgb \"#1b9e77\", "
+       "plot \"" + base + ".csv\" skip 1 using ($2*$3*$4*2e-9):13 title \"ktune / cuBLAS\" pt 7 lc rgb \"#1b9e77\", "
        "\\\n"
        "     \"\" skip 1 using ($2*$3*$4*2e-9):14 title \"dispatch / oracle\" pt 5 lc rgb \"#d95f02\", \\\n"
        "     1 notitle lc rgb \"#888888\"\n";
-  bench_plot(o.out, "matmul_random", s);
+  bench_plot(o.out, base, s);
 }
 
 int main(int argc, char **argv)
@@ -155,18 +171,19 @@ int main(int argc, char **argv)
     fprintf(stderr, "cuBLAS is not in CUBLAS_DEFAULT_MATH: the comparison would not be fp32\n");
     return 1;
   }
-  const std::vector<call> suite = make_suite(seed, o.quick ? kQuickShapes : kShapes);
-  printf("suite: %zu shapes from seed %llu (M, N, K log-uniform over 1..16384, at most %.3g flop)\n", suite.size(),
-         seed, kMaxFlop);
+  const std::vector<call> suite = make_suite(seed, o.quick ? kQuickShapes : kShapes, o.vectors);
+  const std::string base = o.vectors ? "matmul_vectors" : "matmul_random";
+  printf("suite: %zu shapes from seed %llu (M, N, K log-uniform over 1..16384%s, at most %.3g flop)\n", suite.size(),
+         seed, o.vectors ? "; M or N 1, or log-uniform over 2..16" : "", kMaxFlop);
   printf("check: ktune and the oracle's winner against cuBLAS, relative Frobenius error <= 64 * 2^-24 * sqrt(K)\n\n");
   printf("%-20s %-8s %9s %9s %9s %8s %8s  %s\n", "shape MxNxK", "kind", "ktune", "oracle", "cuBLAS", "kt/cuBLAS",
          "disp/orc", "dispatched / oracle");
 
-  bench_csv csv(o.out + "/matmul_random.csv",
+  bench_csv csv(o.out + "/" + base + ".csv",
                 "shape,m,n,k,lda,ldb,ldc,offset,kind,ktune_ms,oracle_ms,cublas_ms,ktune_over_cublas,"
                 "dispatch_over_oracle,dispatched,oracle,rel_err_ktune,rel_err_oracle,bound,status,reason");
   /* Every variant's time on every shape: what dispatch's model is judged by. */
-  bench_csv each(o.out + "/matmul_random_variants.csv", "shape,kind,variant,ms,staged");
+  bench_csv each(o.out + "/" + base + "_variants.csv", "shape,kind,variant,ms,staged");
   kt_rng rng = {seed ^ 0x5eedull};
   double *scratch;
   BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
@@ -303,8 +320,8 @@ int main(int argc, char **argv)
   printf("\nworst five:\n");
   for (size_t i = 0; i < worsts.size() && i < 5; ++i)
     printf("  %s\n", worsts[i].line.c_str());
-  printf("\ncsv: %s/matmul_random.csv\n", o.out.c_str());
-  plot(o, d);
+  printf("\ncsv: %s/%s.csv\n", o.out.c_str(), base.c_str());
+  plot(o, d, base);
   cudaFree(scratch);
   cudaFree(flush.p);
   cublasDestroy(h);
