@@ -35,6 +35,8 @@ tags.list = {
   wp = { "warps", "warps per block, along M x along N" },
   m = { "merge", "runs of equal bins add once: 1 on, 0 off" },
   l = { "l2fit", "passes over ranges of bins that fit the L2: 1 on, 0 off" },
+  q = { "kwarps", "warps of a block that split K (the rest split rows)" },
+  d = { "depth", "k per lane whose loads are in flight at once" },
 }
 
 -- Parameters whose values read on their own, written without a tag.

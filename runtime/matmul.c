@@ -312,7 +312,8 @@ typedef struct geom {
 /* A kernel's geometry in the model's terms.  The few-row kernel's tile
  * is TM x 32 TN, and its K chunks are one per warp of every block of a
  * cluster (a warp's chunk counts as a block); the few-column kernel's
- * tile is 8 TM x TN rows x columns, K split over its cluster. */
+ * tile is (8 / KW) TM x TN rows x columns, K split over its KW warps along
+ * K (counted as blocks) and its cluster. */
 static geom geometry(const kt_variant *v)
 {
   geom g;
@@ -329,7 +330,10 @@ static geom geometry(const kt_variant *v)
     g.bm = tile_dim(v, 0), g.bn = 32 * tile_dim(v, 1), g.bk = 32;
     g.cl = v->cluster * warps, g.bps *= warps;
   } else if (strcmp(v->algo, "gemv") == 0) {
-    g.bm = v->threads / 32 * tile_dim(v, 0), g.bn = tile_dim(v, 1), g.bk = 128;
+    const int kw = kt_variant_param_int(v, "kwarps", 1);
+    g.bm = kw > 0 ? v->threads / 32 / kw * tile_dim(v, 0) : 0;
+    g.bn = tile_dim(v, 1), g.bk = 32 * kt_variant_param_int(v, "depth", 4);
+    g.cl = v->cluster * kw, g.bps *= kw;
   }
   if (g.bm <= 0 || g.bn <= 0 || g.bk <= 0 || v->threads < 32) {
     g.bm = g.bn = g.bk = 0, g.sat = 0; /* unknown: never predicted */

@@ -7,30 +7,34 @@
 /*
  * Few-column matrix multiply (N <= TN, down to a matrix times a vector):
  * A, M x K, is the large operand and the product is bound by reading it.
- * So A is read once, each row by whole 128-byte pieces per warp, 4 bytes
- * per lane (any lda and alignment).
+ * So A is read once, each row in whole 128-byte pieces per warp, 4 bytes
+ * per lane (any lda and alignment), and the time is set by how many of
+ * those reads are in flight: the loop has no barrier and no shared memory.
  *
- * Warp w of a block owns rows w*TM .. w*TM + TM - 1 of the block's RB =
- * WARPS * TM rows; lane l sums k = l, l + 32, ... of its chunk of K, for
- * the TM rows and TN columns at once.  The block walks its chunk in steps
- * of KB: it copies B's KB x TN piece into shared memory (the same for all
- * its warps), then each lane reads the TN values of its k as float4s (a
- * padded row stride keeps a quarter-warp's reads on distinct banks) and
- * KS x TM values of A straight from global memory, all issued before
- * their multiply-adds.  At the end a warp adds its lanes' sums in a fixed
- * butterfly; with clusters (CL blocks along K, one chunk each), the
- * blocks' partial rows are added in the order z = 0, 1, ... through
- * distributed shared memory.  No atomics: the result is the same on every
- * run.  Columns past TN are further column groups: correct, but each reads
- * all of A again.
+ * The 8 warps of a block are WR = 8 / KW along rows, each owning TM rows,
+ * times KW along K.  K is cut into CL * KW chunks of whole steps: warp
+ * (r, q) of cluster block z sums chunk z * KW + q of its TM rows.  In one
+ * step lane l takes k = l, l + 32, ..., l + 32 (KS - 1) of the chunk: it
+ * loads KS x TM values of A and the KS x TN values of B's rows (B is small
+ * and shared by every block, so it comes from L2), all before their
+ * multiply-adds, and the loop is unrolled twice so that the next step's
+ * loads are issued before this step's sums.  KW > 1 serves few rows: the
+ * warps of a block then share them instead of idling.
+ *
+ * The sums are then added in a fixed order: a warp's lanes in a butterfly,
+ * the KW warps of one row group q = 0, 1, ... through shared memory, and
+ * the cluster's blocks z = 0, 1, ... through distributed shared memory.
+ * No atomics: the result is the same on every run.  Columns past TN are
+ * further column groups: correct, but each reads all of A again.
  */
 constexpr int TM = $(tm), TN = $(tn); // rows per warp, columns of C per block
 constexpr int THREADS = $(threads), WARPS = THREADS / 32;
-constexpr int RB = WARPS * TM;        // rows of C per block
-constexpr int CL = $(cluster);        // blocks per cluster along K
-constexpr int KS = 4, KB = 32 * KS;   // k per lane and per block in one step
-constexpr int LDB_S = $(ldb_s);       // row stride of the B piece (see the space)
-static_assert(TN % 4 == 0 && LDB_S % 4 == 0, "B is read as float4");
+constexpr int KW = $(kwarps), WR = WARPS / KW; // warps along K, along rows
+constexpr int RB = WR * TM;                    // rows of C per block
+constexpr int CL = $(cluster);                 // blocks per cluster along K
+constexpr int KS = $(depth), KB = 32 * KS;     // k per lane and per warp in one step
+constexpr int PART = RB * TN;                  // one warp row's partial sums, per K warp
+static_assert(WARPS % KW == 0, "the warps along K divide the block");
 
 @ if cluster > 1 then
 #include <cooperative_groups.h>
@@ -41,12 +45,12 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
         const float *__restrict__ B, long long ldb, float beta, float *__restrict__ C,
         long long ldc, int groups_n, int k_chunk)
 {
-  __shared__ __align__(16) float Bs[KB * LDB_S];
-  __shared__ float red[RB * TN]; // the block's partial rows
+  __shared__ float red[KW * PART]; // the block's partial rows, one set per warp along K
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int wr = warp % WR, wq = warp / WR;
   const int rb0 = (int)(blockIdx.x / groups_n) * RB, col0 = (int)(blockIdx.x % groups_n) * TN;
-  const int r0 = rb0 + warp * TM;
-  const long long kb_ = (long long)blockIdx.y * k_chunk;
+  const int r0 = rb0 + wr * TM;
+  const long long kb_ = ((long long)blockIdx.y * KW + wq) * k_chunk;
   const int kb = kb_ < K ? (int)kb_ : K, ke = K - kb < k_chunk ? K : kb + k_chunk;
 
   float acc[TM][TN];
@@ -55,40 +59,36 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
 #pragma unroll
     for (int j = 0; j < TN; ++j)
       acc[i][j] = 0.0f;
-  bool row_in[TM];
+  bool row_in[TM], col_in[TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
     row_in[i] = r0 + i < M;
+#pragma unroll
+  for (int j = 0; j < TN; ++j)
+    col_in[j] = col0 + j < N;
   const float *arow = A + (size_t)(r0 < M ? r0 : 0) * lda + lane;
+  const float *brow = B + (size_t)lane * ldb + col0;
 
+#pragma unroll 2
   for (int k0 = kb; k0 < ke; k0 += KB) {
-    // A's loads first: they are in flight while B's piece is copied.
-    float a[KS][TM];
+    float a[KS][TM], b[KS][TN];
+#pragma unroll
+    for (int s = 0; s < KS; ++s) {
+      const bool k_in = k0 + s * 32 + lane < ke;
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+        a[s][i] = k_in && row_in[i] ? arow[(size_t)i * lda + k0 + s * 32] : 0.0f;
+#pragma unroll
+      for (int j = 0; j < TN; ++j)
+        b[s][j] = k_in && col_in[j] ? brow[(size_t)(k0 + s * 32) * ldb + j] : 0.0f;
+    }
 #pragma unroll
     for (int s = 0; s < KS; ++s)
 #pragma unroll
       for (int i = 0; i < TM; ++i)
-        a[s][i] = row_in[i] && k0 + s * 32 + lane < ke ? arow[(size_t)i * lda + k0 + s * 32] : 0.0f;
-    for (int e = threadIdx.x; e < KB * TN; e += THREADS) {
-      const int k = e / TN, j = e % TN;
-      Bs[k * LDB_S + j] = k0 + k < ke && col0 + j < N ? B[(size_t)(k0 + k) * ldb + col0 + j] : 0.0f;
-    }
-    __syncthreads(); // the piece of B is complete ...
-#pragma unroll
-    for (int s = 0; s < KS; ++s) {
-      float b[TN];
-#pragma unroll
-      for (int g = 0; g < TN / 4; ++g) {
-        const float4 x = *reinterpret_cast<const float4 *>(&Bs[(s * 32 + lane) * LDB_S + g * 4]);
-        b[g * 4 + 0] = x.x; b[g * 4 + 1] = x.y; b[g * 4 + 2] = x.z; b[g * 4 + 3] = x.w;
-      }
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j)
-          acc[i][j] = fmaf(a[s][i], b[j], acc[i][j]);
-    }
-    __syncthreads(); // ... and read by every warp before the next step overwrites it
+          acc[i][j] = fmaf(a[s][i], b[s][j], acc[i][j]);
   }
 
   /* The lanes' sums, added in a fixed butterfly: every lane ends with the
@@ -101,7 +101,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
       for (int o = 16; o > 0; o /= 2)
         acc[i][j] += __shfl_xor_sync(0xffffffffu, acc[i][j], o);
       if ((i * TN + j) % 32 == lane)
-        red[(warp * TM + i) * TN + j] = acc[i][j];
+        red[wq * PART + (wr * TM + i) * TN + j] = acc[i][j];
     }
 @ if cluster > 1 then
   namespace cg = cooperative_groups;
@@ -112,16 +112,21 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
 #pragma unroll
   for (int p = 0; p < CL; ++p)
     parts[p] = cluster.map_shared_rank(red, p);
-  // Block z finishes the elements e with e % CL == z.
-  for (int e = z + CL * (int)threadIdx.x; e < RB * TN; e += CL * THREADS) {
+  // Block z finishes the elements e with e % CL == z: blocks in order, each its warps along K in order.
+  for (int e = z + CL * (int)threadIdx.x; e < PART; e += CL * THREADS) {
     float s = 0.0f;
 #pragma unroll
     for (int p = 0; p < CL; ++p)
-      s += parts[p][e];
+#pragma unroll
+      for (int q = 0; q < KW; ++q)
+        s += parts[p][q * PART + e];
 @ else
   __syncthreads();
-  for (int e = threadIdx.x; e < RB * TN; e += THREADS) {
-    const float s = red[e];
+  for (int e = threadIdx.x; e < PART; e += THREADS) {
+    float s = 0.0f;
+#pragma unroll
+    for (int q = 0; q < KW; ++q)
+      s += red[q * PART + e];
 @ end
     const int r = rb0 + e / TN, c = col0 + e % TN;
     if (r < M && c < N) {
@@ -141,9 +146,10 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   const long long groups_m = (a->M + RB - 1) / RB, groups_n = (a->N + TN - 1) / TN;
   if (groups_m * groups_n > 0x7fffffffLL)
     return (int)cudaErrorInvalidConfiguration;
-  // CL chunks of whole KB steps, one per block of a cluster (the last may be short or empty).
+  /* CL * KW chunks of whole KB steps, one per warp along K of each block
+   * of a cluster (the last ones may be short or empty). */
   const long long steps = (a->K + KB - 1) / KB;
-  const int k_chunk = (int)((steps + CL - 1) / CL * KB);
+  const int k_chunk = (int)((steps + CL * KW - 1) / (CL * KW) * KB);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)(groups_m * groups_n), CL);
   cfg.blockDim = dim3(THREADS);

@@ -13,10 +13,12 @@
  * A block covers BN = 32 * TN columns of C and all TM rows: lane l of every
  * warp owns columns l, l + 32, ..., l + 32 (TN - 1), and keeps TM x TN sums.
  * K is cut into CL * WARPS chunks of whole KU steps: warp w of cluster
- * block z sums chunk z * WARPS + w.  Per step of KU = 32, a warp copies its
- * TM x KU piece of A (each row coalesced) into its own shared memory,
+ * block z sums chunk z * WARPS + w.  Per step of KU = 32, a warp parks its
+ * TM x KU piece of A (each row read coalesced, a step ahead, so that the
+ * read is in flight during the step before) in its own shared memory,
  * transposed (As[k][m]), and then at each k reads the TM values of A as
- * float4 broadcasts and TN floats of B from global memory.  The chunks'
+ * float4 broadcasts and TN floats of B from global memory, KI rows of B at
+ * a time, all issued before their multiply-adds.  The chunks'
  * partial tiles are then added in a fixed order: the block's warps w = 0,
  * 1, ... into one partial tile in shared memory, then the cluster's blocks
  * z = 0, 1, ... through distributed shared memory, each block finishing a
@@ -29,6 +31,8 @@ constexpr int THREADS = $(threads), WARPS = THREADS / 32;
 constexpr int CL = $(cluster);        // blocks per cluster along K
 constexpr int BN = 32 * TN;           // columns of C per block
 constexpr int KU = 32;                // k per copy of A: one per lane
+constexpr int KI = $(depth);          // rows of B whose reads are in flight at once
+static_assert(KU % KI == 0, "a step of A is whole rounds of B");
 constexpr int LDA_S = $(lda_s);       // row stride of a warp's transposed A piece (see the space)
 constexpr int AS_FLOATS = WARPS * KU * LDA_S, RED_FLOATS = TM * BN;
 constexpr int SMEM_FLOATS = AS_FLOATS > RED_FLOATS ? AS_FLOATS : RED_FLOATS;
@@ -68,31 +72,35 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
     col_in[t] = col0 + lane + 32 * t < N;
   const float *bcol = B + col0 + lane;
 
+  /* Lane l reads A[row][k + l] of every row (each row one coalesced
+   * read), for the step after the one being summed. */
+  float an[TM];
+  auto read_a = [&](int k) {
+    const bool k_in = k + lane < ke;
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+      an[i] = k_in && i < rows ? arow[(size_t)i * lda + k + lane] : 0.0f;
+  };
+  read_a(kb);
   for (int k0 = kb; k0 < ke; k0 += KU) {
-    /* Lane l copies A[row][k0 + l] of every row: each row one coalesced
-     * read; the TM values land as float4 at As[l][0 .. TM). */
-    const bool k_in = k0 + lane < ke;
+    // The step's A lands as float4 at As[l][0 .. TM).
 #pragma unroll
-    for (int g = 0; g < TM / 4; ++g) {
-      float v[4];
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-        v[u] = k_in && g * 4 + u < rows ? arow[(size_t)(g * 4 + u) * lda + k0 + lane] : 0.0f;
-      *reinterpret_cast<float4 *>(&as[lane * LDA_S + g * 4]) = make_float4(v[0], v[1], v[2], v[3]);
-    }
+    for (int g = 0; g < TM / 4; ++g)
+      *reinterpret_cast<float4 *>(&as[lane * LDA_S + g * 4]) =
+          make_float4(an[g * 4], an[g * 4 + 1], an[g * 4 + 2], an[g * 4 + 3]);
     __syncwarp(); // the piece is complete before any lane reads it
+    if (k0 + KU < ke)
+      read_a(k0 + KU);
     const int kn = ke - k0 < KU ? ke - k0 : KU;
-    /* Steps of 8 k: the 8 x TN loads of B are issued before their
-     * multiply-adds, so each lane has that many reads in flight. */
-    for (int kk = 0; kk < kn; kk += 8) {
-      float b[8][TN];
+    for (int kk = 0; kk < kn; kk += KI) {
+      float b[KI][TN];
 #pragma unroll
-      for (int u = 0; u < 8; ++u)
+      for (int u = 0; u < KI; ++u)
 #pragma unroll
         for (int t = 0; t < TN; ++t)
           b[u][t] = kk + u < kn && col_in[t] ? bcol[(size_t)(k0 + kk + u) * ldb + 32 * t] : 0.0f;
 #pragma unroll
-      for (int u = 0; u < 8; ++u) {
+      for (int u = 0; u < KI; ++u) {
         float a[TM];
 #pragma unroll
         for (int g = 0; g < TM / 4; ++g) {
@@ -173,6 +181,13 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   cfg.gridDim = dim3((unsigned)(groups * tiles_n), CL);
   cfg.blockDim = dim3(THREADS);
   cfg.stream = stream;
+@ if cluster > 8 then
+  /* Over 8 blocks a cluster needs an opt-in, once per device. */
+  static kt_launch_once once;
+  const cudaError_t oe = kt_launch_prepare(&once, (const void *)$(name), 0, 1, 0, nullptr);
+  if (oe != cudaSuccess)
+    return (int)oe;
+@ end
 @ if cluster > 1 then
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;

@@ -1076,7 +1076,7 @@ describe("ktgen", function()
       assert.is_nil(tags.check({ "threads", { 256 }, "m", tag = "t" }))
       assert.is_nil(tags.check({ "layout", { "cyclic" }, "m", tag = "" }))
       assert.is_nil(tags.check({ "bn", { 64 }, "m", join = "x" }, { "bm", { 32 }, "m", tag = "" }))
-      assert.matches("tag 'q' is not in generator/tags.lua", tags.check({ "rep", { 1 }, "m", tag = "q" }), 1, true)
+      assert.matches("tag 'zq' is not in generator/tags.lua", tags.check({ "rep", { 1 }, "m", tag = "zq" }), 1, true)
       assert.matches("tag 't' means threads per block", tags.check({ "tt", { "8x8" }, "m", tag = "t" }), 1, true)
       assert.matches("has no tag", tags.check({ "rep", { 1 }, "m" }), 1, true)
       assert.matches("has no tag, which only", tags.check({ "rep", { 1 }, "m", tag = "" }), 1, true)
@@ -1553,8 +1553,8 @@ describe("ktgen", function()
         file = "hist_smem.cu.tpl", find = "constexpr int THREADS = $(threads);", from = "$(threads)",
         to = "$(no_such_value)", msg = "'no_such_value' is not defined" },
       { what = "a parameter tag that generator/tags.lua does not list",
-        file = "hist.space.lua", find = '{ "rep", { 1, 2 }', from = 'tag = "r"', to = 'tag = "q"',
-        msg = "tag 'q' is not in generator/tags.lua" },
+        file = "hist.space.lua", find = '{ "rep", { 1, 2 }', from = 'tag = "r"', to = 'tag = "zq"',
+        msg = "tag 'zq' is not in generator/tags.lua" },
       { what = "a parameter tag that means another parameter",
         file = "hist.space.lua", find = '{ "rep", { 1, 2 }', from = 'tag = "r"', to = 'tag = "t"',
         msg = "tag 't' means threads per block" },
