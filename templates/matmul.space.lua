@@ -282,8 +282,9 @@ local S = {
     {
       algo = "gemv",
       template = "templates/matmul_gemv.cu.tpl",
-      doc = "few-column kernel (N <= TN): A read once in coalesced 4-byte rows, B through shared memory, lanes " ..
-        "split K, warp sums added in a fixed butterfly, a cluster's blocks split K further; serves N <= TN",
+      doc = "few-column kernel (N <= TN): A read once in coalesced 4-byte rows, KS x (TM + TN) reads in flight per " ..
+        "lane and no barrier in the loop; lanes, KW warps and a cluster's blocks split K, sums added in a fixed " ..
+        "order; serves N <= TN",
       params = {
         { "tt", { "1x4", "4x4", "2x8", "1x16" }, "TM x TN: rows of C per warp x columns of C per block",
           tag = "tt" },
