@@ -848,6 +848,37 @@ Test(dispatch, a_lone_block_of_wide_thread_tiles_is_not_priced_as_two)
   kt_close(ctx);
 }
 
+/* An H100's make tune (run 8 of bench/reference/matmul_random): the
+ * few-column kernel, 4x4 per warp, and a float4 kernel of 64x32 tiles in
+ * clusters of 2, at the tuned shapes of N 4 and 16 with M and K from
+ * {256, 4096}. */
+static const measured h100_few_columns[] = {
+    {"256x4x256", "matmul_gemv_tt4x4_t256_q1_d4_c1", 0.005536},
+    {"256x4x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c2", 0.00896},
+    {"256x4x4096", "matmul_gemv_tt4x4_t256_q1_d4_c1", 0.026176},
+    {"256x4x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c2", 0.063712},
+    {"4096x4x256", "matmul_gemv_tt4x4_t256_q1_d4_c1", 0.007232},
+    {"4096x4x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c2", 0.010448},
+    {"4096x4x4096", "matmul_gemv_tt4x4_t256_q1_d4_c1", 0.044528},
+    {"4096x4x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c2", 0.075472},
+    {"256x16x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c2", 0.00896},
+    {"256x16x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c2", 0.06336},
+    {"4096x16x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c2", 0.0104},
+    {"4096x16x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c2", 0.075216},
+};
+
+/* The few-column kernel skips its reads past K, so a chunk costs its own
+ * K.  Counted padded to whole 128-deep steps (523 as 640, against the 256
+ * it was calibrated at), 7626x1x523 went to the 64x32 tiles (measured
+ * 0.0189 ms; the few-column kernel 0.0134). */
+Test(dispatch, the_few_column_kernel_costs_its_own_k)
+{
+  kt_context *ctx = open_measured(h100_few_columns, sizeof h100_few_columns / sizeof h100_few_columns[0]);
+  kt_choice c = matmul_choice(ctx, 7626, 1, 523, A16, 528, 20, 32);
+  cr_assert_str_eq(c.variant, "matmul_gemv_tt4x4_t256_q1_d4_c1", "got %s", c.variant);
+  kt_close(ctx);
+}
+
 /* The same make tune: a float4 kernel of 32x64 tiles that splits K over
  * a cluster of 4, and one of 64x32 tiles that splits K into up to 256
  * chunks through a workspace, at the 8 tuned shapes nearest 7x312x509. */
