@@ -63,11 +63,12 @@ struct call {
   const char *kind;
 };
 
-/* log-uniform over [1, 16384] */
-static int draw(kt_rng *r)
+/* log-uniform over [lo, hi] */
+static int draw(kt_rng *r, double lo, double hi)
 {
   const double u = (double)(kt_rng_next(r) >> 11) * 0x1p-53;
-  return (int)std::max(1.0, std::floor(std::exp(u * std::log(16385.0))));
+  const double x = std::floor(std::exp(std::log(lo) + u * (std::log(hi + 1.0) - std::log(lo))));
+  return (int)std::min(hi, std::max(lo, x));
 }
 
 static long long pad_ld(long long x, kt_rng *r, const char *kind)
@@ -79,21 +80,14 @@ static long long pad_ld(long long x, kt_rng *r, const char *kind)
   return x;
 }
 
-/* log-uniform over [2, 16] */
-static int draw_small(kt_rng *r)
-{
-  const double u = (double)(kt_rng_next(r) >> 11) * 0x1p-53;
-  return (int)std::min(16.0, std::floor(std::exp(std::log(2.0) + u * (std::log(17.0) - std::log(2.0)))));
-}
-
 static std::vector<call> make_suite(unsigned long long seed, int count, bool vectors)
 {
   kt_rng r = {seed};
   std::vector<call> out;
   while ((int)out.size() < count) {
-    double m = draw(&r), n = draw(&r), k = draw(&r);
+    double m = draw(&r, 1, 16384), n = draw(&r, 1, 16384), k = draw(&r, 1, 16384);
     if (vectors) {
-      const double v = kt_rng_next(&r) % 5 < 3 ? 1 : draw_small(&r);
+      const double v = kt_rng_next(&r) % 5 < 3 ? 1 : draw(&r, 2, 16);
       *(out.size() % 2 ? &m : &n) = v; /* few columns, then few rows */
     }
     /* Scale the largest down until the work and the matrices fit. */
