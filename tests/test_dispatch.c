@@ -791,6 +791,15 @@ static kt_context *open_measured(const measured *t, size_t n)
   tune_measured(path, &dev, t, n);
   return open_described(&dev, path, NULL);
 }
+#define OPEN_MEASURED(t) open_measured((t), sizeof(t) / sizeof((t)[0]))
+
+/* Dispatch on ctx picks `want` for this call (A, B and C 16-byte aligned). */
+static void expect_choice(kt_context *ctx, long long M, long long N, long long K, long long lda, long long ldb,
+                          long long ldc, const char *want)
+{
+  const kt_choice c = matmul_choice(ctx, M, N, K, A16, lda, ldb, ldc);
+  cr_assert_str_eq(c.variant, want, "%lldx%lldx%lld: got %s", M, N, K, c.variant);
+}
 
 /* The short-K kernel has no pipeline, so its time grows with K faster
  * than a pipelined kernel's: it wins at a K of a few steps, but not at a
@@ -799,16 +808,13 @@ static kt_context *open_measured(const measured *t, size_t n)
  * warp-tiled kernel 0.0173). */
 Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
 {
-  kt_context *ctx = open_measured(h100_short_k, sizeof h100_short_k / sizeof h100_short_k[0]);
+  kt_context *ctx = OPEN_MEASURED(h100_short_k);
   /* Rows not float4-aligned, as in the suite. */
-  kt_choice c = matmul_choice(ctx, 7180, 258, 58, A16, 59, 260, 258);
-  cr_assert_str_eq(c.variant, "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1", "got %s", c.variant);
+  expect_choice(ctx, 7180, 258, 58, 59, 260, 258, "matmul_wt_32x64x8_tt4x4_w4_s3_v1_g8_o0_k1_c1");
   /* K 7 and 10: the 64x128x16 short-K kernel (measured 0.0076 and 0.0197
    * ms against 0.0101 and 0.0271). */
-  c = matmul_choice(ctx, 4719, 262, 7, A16, 9, 262, 264);
-  cr_assert_str_eq(c.variant, "matmul_direct_64x128x16_tt8x4", "got %s", c.variant);
-  c = matmul_choice(ctx, 11433, 529, 10, A16, 11, 529, 529);
-  cr_assert_str_eq(c.variant, "matmul_direct_64x128x16_tt8x4", "got %s", c.variant);
+  expect_choice(ctx, 4719, 262, 7, 9, 262, 264, "matmul_direct_64x128x16_tt8x4");
+  expect_choice(ctx, 11433, 529, 10, 11, 529, 529, "matmul_direct_64x128x16_tt8x4");
   kt_close(ctx);
 }
 
@@ -842,9 +848,8 @@ static const measured h100_lone_block[] = {
  * clusters of 2, 0.089). */
 Test(dispatch, a_lone_block_of_wide_thread_tiles_is_not_priced_as_two)
 {
-  kt_context *ctx = open_measured(h100_lone_block, sizeof h100_lone_block / sizeof h100_lone_block[0]);
-  kt_choice c = matmul_choice(ctx, 7766, 159, 1018, A16, 1018, 159, 159);
-  cr_assert_str_eq(c.variant, "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2", "got %s", c.variant);
+  kt_context *ctx = OPEN_MEASURED(h100_lone_block);
+  expect_choice(ctx, 7766, 159, 1018, 1018, 159, 159, "matmul_wt_128x64x16_tt8x8_w4_s3_v4_g8_o4_k1_c2");
   kt_close(ctx);
 }
 
@@ -873,9 +878,8 @@ static const measured h100_few_columns[] = {
  * 0.0189 ms; the few-column kernel 0.0134). */
 Test(dispatch, the_few_column_kernel_costs_its_own_k)
 {
-  kt_context *ctx = open_measured(h100_few_columns, sizeof h100_few_columns / sizeof h100_few_columns[0]);
-  kt_choice c = matmul_choice(ctx, 7626, 1, 523, A16, 528, 20, 32);
-  cr_assert_str_eq(c.variant, "matmul_gemv_tt4x4_t256_q1_d4_c1", "got %s", c.variant);
+  kt_context *ctx = OPEN_MEASURED(h100_few_columns);
+  expect_choice(ctx, 7626, 1, 523, 528, 20, 32, "matmul_gemv_tt4x4_t256_q1_d4_c1");
   kt_close(ctx);
 }
 
@@ -907,9 +911,8 @@ static const measured h100_split[] = {
  * the workspace split 0.0099). */
 Test(dispatch, a_call_of_a_few_microseconds_avoids_the_workspace_split)
 {
-  kt_context *ctx = open_measured(h100_split, sizeof h100_split / sizeof h100_split[0]);
-  kt_choice c = matmul_choice(ctx, 7, 312, 509, A16, 509, 312, 312);
-  cr_assert_str_eq(c.variant, "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4", "got %s", c.variant);
+  kt_context *ctx = OPEN_MEASURED(h100_split);
+  expect_choice(ctx, 7, 312, 509, 509, 312, 312, "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c4");
   kt_close(ctx);
 }
 
