@@ -143,15 +143,17 @@ static void plot(const bench_options &o, const bench_device &d, size_t ncases)
 
 /* Per input type: the geometric mean of ktune / cuBLAS over the NN suite
  * shapes, the two large squares, the batched cases, and each transposed
- * layout's time against NN at 4096^3 (ktune's own: within 10% is the aim). */
+ * layout's time against NN at 4096^3 (ktune's own: within 10% is the aim),
+ * and cuBLAS's own for comparison. */
 static void summary(const std::vector<gresult> &res)
 {
   printf("\n%-5s %8s %8s %8s %8s %8s   %s\n", "type", "suite", "4096^3", "8192^3", "batch512", "batch64",
-         "ktune time vs its NN at 4096^3: nt tn tt");
+         "time vs its own NN at 4096^3, nt tn tt: ktune | cuBLAS");
   printf("%-5s %8s %8s %8s %8s %8s\n", "", "geomean", "", "", "", "");
   for (kt_dtype t : {KT_TF32, KT_BF16, KT_F16}) {
     std::vector<double> suite;
-    double sq4 = NAN, sq8 = NAN, b512 = NAN, b64 = NAN, nn4 = NAN, tr[4] = {NAN, NAN, NAN, NAN};
+    double sq4 = NAN, sq8 = NAN, b512 = NAN, b64 = NAN, nn4 = NAN, nn4_cb = NAN;
+    double tr[4] = {NAN, NAN, NAN, NAN}, tr_cb[4] = {NAN, NAN, NAN, NAN};
     size_t n = 0;
     for (const gresult &r : res) {
       if (r.c.type != t)
@@ -165,17 +167,19 @@ static void summary(const std::vector<gresult> &res)
         if (std::isfinite(q))
           suite.push_back(q);
         if (big4)
-          sq4 = q, nn4 = r.kt_ms;
+          sq4 = q, nn4 = r.kt_ms, nn4_cb = r.cb_ms;
         if (r.c.m == 8192 && r.c.n == 8192 && r.c.k == 8192)
           sq8 = q;
-      } else if (big4)
+      } else if (big4) {
         tr[r.c.op_a * 2 + r.c.op_b] = r.kt_ms;
+        tr_cb[r.c.op_a * 2 + r.c.op_b] = r.cb_ms;
+      }
     }
     if (n == 0)
       continue;
-    printf("%-5s %8.3f %8.3f %8.3f %8.3f %8.3f   %.3f %.3f %.3f%s\n", type_name(t), bench_geomean(suite), sq4, sq8,
-           b512, b64, tr[1] / nn4, tr[2] / nn4, tr[3] / nn4,
-           suite.size() < n ? "  (a failed shape is left out of the geomean)" : "");
+    printf("%-5s %8.3f %8.3f %8.3f %8.3f %8.3f   %.3f %.3f %.3f | %.3f %.3f %.3f%s\n", type_name(t),
+           bench_geomean(suite), sq4, sq8, b512, b64, tr[1] / nn4, tr[2] / nn4, tr[3] / nn4, tr_cb[1] / nn4_cb,
+           tr_cb[2] / nn4_cb, tr_cb[3] / nn4_cb, suite.size() < n ? "  (a failed shape is left out of the geomean)" : "");
   }
 }
 
