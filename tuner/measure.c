@@ -34,8 +34,24 @@ double kt_measure_median(double *x, int n)
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
-int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
-                       double budget_ms, double *median_ms, int *reps)
+/* The tuner's repetitions for a candidate (kt_measure_candidate): at least
+ * CANDIDATE_REPS, up to CANDIDATE_MAX_REPS within CANDIDATE_BUDGET_MS.  Its
+ * first timed run decides what more it needs: one over 3x the best so far
+ * cannot win, and a run of LONG_RUN_MS or more varies by well under 1%
+ * between runs, so either stops at FEW_REPS (the median of three still
+ * sets one slow run aside). */
+#define CANDIDATE_REPS 5
+#define CANDIDATE_MAX_REPS 50
+#define CANDIDATE_BUDGET_MS 60.0
+#define LONG_RUN_MS 10.0
+#define FEW_REPS 3
+
+/* A warm-up, then timed runs of fn, each after an untimed write of
+ * flush_bytes to flush; until max_reps, or min_reps and budget_ms spent.
+ * best_ms >= 0: a candidate's timing, min_reps and budget_ms revised after
+ * the first run (above); best_ms < 0: as given. */
+static int time_runs(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
+                     double budget_ms, double best_ms, double *median_ms, int *reps)
 {
   cudaEvent_t start, stop;
   cudaError_t e;
@@ -64,6 +80,10 @@ int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_by
     cudaEventElapsedTime(&ms, start, stop);
     t[n++] = ms;
     total += ms;
+    if (n == 1 && best_ms >= 0 && ((best_ms < INFINITY && ms > 3 * best_ms) || ms >= LONG_RUN_MS)) {
+      min_reps = FEW_REPS < max_reps ? FEW_REPS : max_reps;
+      budget_ms = 0;
+    }
   }
   *reps = n;
   *median_ms = kt_measure_median(t, n);
@@ -73,6 +93,12 @@ out:
   cudaEventDestroy(stop);
   free(t);
   return (int)e;
+}
+
+int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
+                       double budget_ms, double *median_ms, int *reps)
+{
+  return time_runs(fn, ctx, flush, flush_bytes, min_reps, max_reps, budget_ms, -1.0, median_ms, reps);
 }
 
 typedef struct variant_call {
@@ -96,12 +122,9 @@ int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t f
 int kt_measure_candidate(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, double best_ms,
                          double *median_ms, int *reps)
 {
-  double est = 0;
-  int e = kt_measure_time(v, args, flush, flush_bytes, 1, 1, 0, &est, reps);
-  if (e)
-    return e;
-  const double budget = best_ms < INFINITY && est > 3 * best_ms ? 0 : 60;
-  return kt_measure_time(v, args, flush, flush_bytes, 5, 50, budget, median_ms, reps);
+  variant_call c = {v, args};
+  return time_runs(call_variant, &c, flush, flush_bytes, CANDIDATE_REPS, CANDIDATE_MAX_REPS, CANDIDATE_BUDGET_MS,
+                   best_ms >= 0 ? best_ms : INFINITY, median_ms, reps);
 }
 
 size_t kt_measure_flush_bytes(const kt_device_info *dev)

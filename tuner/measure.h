@@ -63,11 +63,11 @@ typedef int (*kt_measure_fn)(void *ctx);
 int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
                        double budget_ms, double *median_ms, int *reps);
 
-/* The tuner's timing of a candidate: one run to estimate, then the median
- * of at least 5.  A variant already 3x slower than best_ms (the fastest so
- * far on this problem; INFINITY for none) cannot win: it gets the minimum
- * repetitions only, otherwise up to 50 within 60 ms.  Returns the CUDA
- * error, 0 on success. */
+/* The tuner's timing of a candidate: a warm-up, then the median of at
+ * least 5 runs, up to 50 within 60 ms.  Where the first run is over 3x
+ * best_ms (the fastest so far on this problem; INFINITY for none: the
+ * variant cannot win) or takes 10 ms or more (a long run varies little),
+ * the median of 3.  Returns the CUDA error, 0 on success. */
 int kt_measure_candidate(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, double best_ms,
                          double *median_ms, int *reps);
 
