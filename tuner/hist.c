@@ -226,51 +226,94 @@ void kt_tune_hist_reference(const int *samples, size_t n, long long nbins, unsig
   bins[nbins - 1] += (unsigned)above;
 }
 
-void kt_tune_hist_check(const kt_variant *v, const kt_device_info *dev, long long nbins, size_t n, int offset,
-                        const char *dist, uint64_t seed, kt_check *out)
+void kt_tune_hist_buffers_free(kt_tune_hist_buffers *b)
+{
+  free(b->s);
+  cudaFree(b->ds);
+  free(b->ref);
+  cudaFreeHost(b->got);
+  cudaFree(b->dbins);
+  memset(b, 0, sizeof *b);
+}
+
+/* Make b hold at least n samples and nbins bins: 0, -1 out of host memory,
+ * else the CUDA error; b is released on failure. */
+static int buffers_fit(kt_tune_hist_buffers *b, size_t n, long long nbins)
+{
+  int e = 0;
+  if (b->n < n) {
+    free(b->s);
+    cudaFree(b->ds);
+    b->ds = NULL, b->n = 0;
+    if (!(b->s = malloc(sizeof(int) * (n + 4))))
+      e = -1;
+    else if ((e = (int)cudaMalloc((void **)&b->ds, sizeof(int) * (n + 4))) == 0)
+      b->n = n;
+  }
+  if (e == 0 && b->nbins < nbins) {
+    free(b->ref);
+    cudaFreeHost(b->got);
+    cudaFree(b->dbins);
+    b->got = NULL, b->dbins = NULL, b->nbins = 0;
+    if (!(b->ref = malloc(sizeof(unsigned) * (size_t)nbins)))
+      e = -1;
+    else if ((e = (int)cudaMallocHost((void **)&b->got, sizeof(unsigned) * (size_t)nbins)) == 0 &&
+             (e = (int)cudaMalloc((void **)&b->dbins, sizeof(unsigned) * (size_t)nbins)) == 0)
+      b->nbins = nbins;
+  }
+  if (e != 0)
+    kt_tune_hist_buffers_free(b);
+  return e;
+}
+
+void kt_tune_hist_check_with(kt_tune_hist_buffers *b, const kt_variant *v, const kt_device_info *dev, long long nbins,
+                             size_t n, int offset, const char *dist, uint64_t seed, kt_check *out)
 {
   memset(out, 0, sizeof *out);
   kt_rng r = {seed};
-  int *s = malloc(sizeof(int) * (n + 1));
-  unsigned *ref = malloc(sizeof(unsigned) * (size_t)nbins), *got = malloc(sizeof(unsigned) * (size_t)nbins);
-  int *ds = NULL;
-  unsigned *dbins = NULL;
-  if (!s || !ref || !got) {
+  const int fit = buffers_fit(b, n, nbins);
+  if (fit < 0) {
     snprintf(out->reason, sizeof out->reason, "out of host memory");
-    goto done;
+    return;
   }
-  kt_tune_hist_samples(s, n, nbins, dist, &r);
-  kt_tune_hist_reference(s, n, nbins, ref);
-  if (kt_measure_cuda_failed(out, cudaMalloc((void **)&ds, sizeof(int) * (n + 4)), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMalloc((void **)&dbins, sizeof(unsigned) * (size_t)nbins), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(ds + offset, s, sizeof(int) * n, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+  if (kt_measure_cuda_failed(out, (cudaError_t)fit, "cudaMalloc"))
+    return;
+  int *ds = b->ds;
+  unsigned *ref = b->ref, *got = b->got, *dbins = b->dbins;
+  kt_tune_hist_samples(b->s, n, nbins, dist, &r);
+  kt_tune_hist_reference(b->s, n, nbins, ref);
+  if (kt_measure_cuda_failed(out, cudaMemcpy(ds + offset, b->s, sizeof(int) * n, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemset(dbins, 0xab, sizeof(unsigned) * (size_t)nbins), "cudaMemset"))
-    goto done;
+    return;
   void *pool = kt_device_pool(dev->ordinal);
   kt_hist_args a = {ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin, pool};
   if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
       kt_measure_cuda_failed(out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost),
                              "cudaMemcpy"))
-    goto done;
+    return;
   long long wrong = 0, first = -1;
-  for (long long b = 0; b < nbins; ++b)
-    if (got[b] != ref[b]) {
-      if (first < 0)
-        first = b;
-      wrong++;
-    }
+  if (memcmp(got, ref, sizeof(unsigned) * (size_t)nbins) != 0)
+    for (long long i = 0; i < nbins; ++i)
+      if (got[i] != ref[i]) {
+        if (first < 0)
+          first = i;
+        wrong++;
+      }
   out->worst = (double)wrong;
   out->ok = wrong == 0;
   if (!out->ok)
     snprintf(out->reason, sizeof out->reason, "%lld of %lld bins wrong (bin %lld: %u, expected %u) n=%zu offset %d %s",
              wrong, nbins, first, got[first], ref[first], n, offset, dist);
-done:
-  cudaFree(ds);
-  cudaFree(dbins);
-  free(s);
-  free(ref);
-  free(got);
+}
+
+void kt_tune_hist_check(const kt_variant *v, const kt_device_info *dev, long long nbins, size_t n, int offset,
+                        const char *dist, uint64_t seed, kt_check *out)
+{
+  kt_tune_hist_buffers b;
+  memset(&b, 0, sizeof b);
+  kt_tune_hist_check_with(&b, v, dev, nbins, n, offset, dist, seed, out);
+  kt_tune_hist_buffers_free(&b);
 }
 
 int kt_tune_hist_guide_layout(const kt_variant *v)
@@ -393,6 +436,7 @@ typedef struct inputs {
   unsigned *dbins;
   void *flush;
   size_t flush_bytes;
+  kt_tune_hist_buffers check; /* the checks' buffers, kept from variant to variant */
 } inputs;
 
 static void teardown(void *state)
@@ -404,7 +448,8 @@ static void teardown(void *state)
   cudaFree(in->dbins);
   cudaFree(in->flush);
   free(in->ref);
-  free(in->got);
+  cudaFreeHost(in->got);
+  kt_tune_hist_buffers_free(&in->check);
   free(in);
 }
 
@@ -422,9 +467,9 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
   kt_rng r = {seed};
   int *hs = malloc(sizeof(int) * (n ? n : 1));
   in->ref = malloc(sizeof(unsigned) * (size_t)nbins);
-  in->got = malloc(sizeof(unsigned) * (size_t)nbins);
   in->flush_bytes = kt_measure_flush_bytes(dev);
-  if (!hs || !in->ref || !in->got || cudaMalloc((void **)&in->ds, sizeof(int) * (n ? n : 1)) ||
+  if (!hs || !in->ref || cudaMallocHost((void **)&in->got, sizeof(unsigned) * (size_t)nbins) ||
+      cudaMalloc((void **)&in->ds, sizeof(int) * (n ? n : 1)) ||
       cudaMalloc((void **)&in->dbins, sizeof(unsigned) * (size_t)nbins) || cudaMalloc(&in->flush, in->flush_bytes)) {
     snprintf(err, errlen, "cannot allocate the histogram problem");
     free(hs);
@@ -468,7 +513,7 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   const size_t sizes[3] = {100003 + kt_rng_next(&vr) % 1000, 65536 + kt_rng_next(&vr) % 64, 7};
   const int offsets[3] = {1, 0, 3};
   for (int t = 0; t < 3 && c.ok; ++t)
-    kt_tune_hist_check(v, dev, nbins, sizes[t], offsets[t], in->p.dist, kt_rng_next(&vr), &c);
+    kt_tune_hist_check_with(&in->check, v, dev, nbins, sizes[t], offsets[t], in->p.dist, kt_rng_next(&vr), &c);
   if (!c.ok) {
     kt_tune_result_set(r, &in->p, v, c.launch_failed ? "launch_failed" : "wrong", c.reason);
     r->m.max_err = c.worst;
@@ -486,8 +531,9 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     return;
   }
   long long wrong = 0;
-  for (long long b = 0; b < nbins; ++b)
-    wrong += in->got[b] != in->ref[b];
+  if (memcmp(in->got, in->ref, sizeof(unsigned) * (size_t)nbins) != 0)
+    for (long long b = 0; b < nbins; ++b)
+      wrong += in->got[b] != in->ref[b];
   if (wrong) {
     char why[128];
     snprintf(why, sizeof why, "%lld bins wrong on the tuning input", wrong);
