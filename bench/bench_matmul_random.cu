@@ -225,7 +225,7 @@ int main(int argc, char **argv)
 
     /* The oracle: every variant that can serve this call.  One that takes
      * over three times the best so far cannot win: a median of three runs
-     * is its time (as the tuner, which takes five).  A single run is not
+     * is its time (as the tuner's).  A single run is not
      * enough for that: on an H100 one run of a few-microsecond variant
      * has come out 3-8x its time in a few sweeps (a tiled kernel, 8-block
      * clusters), which left those variants' rows wrong in the CSV. */
