@@ -265,6 +265,10 @@ build/obj/%.o: %.c generated/registry.h
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -c $< -o $@
 
 build/obj/runtime/results.o: build/paths # KT_SYSTEM_DB
+# The matmul check's reference loop (kt_tune_matmul_reference_row): gcc's
+# -O2 leaves it scalar; vectorised it takes under half the time, with the
+# same sums (no reassociation: each one still adds in k order).
+build/obj/tuner/matmul.o: KT_CFLAGS += -ftree-vectorize
 
 # ---- the library --------------------------------------------------------
 build/libktune.a: $(LIB_OBJS)

@@ -4,6 +4,7 @@
  * what each family's file (matmul.c, hist.c) reads from its options and
  * finds in the registry, and whole tunes on described GPUs with a fake
  * worker: resumed after a kill, --fresh, spread over two GPUs. */
+#include <math.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -329,6 +330,39 @@ Test(tune_hist, bad_bins_counts_and_distributions_are_errors)
 }
 
 /* ---- baselines by property ------------------------------------------------ */
+
+Test(tune_matmul, the_reference_row_sums_in_k_order_bit_for_bit)
+{
+  /* Odd sizes and padded rows; products of every magnitude, and of both
+   * signs, so that any reordering of the sums would round differently. */
+  kt_rng r = {7};
+  for (int t = 0; t < 20; ++t) {
+    const int N = 1 + (int)(kt_rng_next(&r) % 77), K = 1 + (int)(kt_rng_next(&r) % 300);
+    const long long ldb = N + (long long)(kt_rng_next(&r) % 5);
+    float *a = malloc(sizeof(float) * (size_t)K), *B = malloc(sizeof(float) * (size_t)(K * ldb));
+    double *ref = malloc(sizeof(double) * (size_t)N), *mag = malloc(sizeof(double) * (size_t)N);
+    cr_assert(a && B && ref && mag);
+    for (int k = 0; k < K; ++k)
+      a[k] = kt_rng_float(&r) * ldexpf(1.0f, (int)(kt_rng_next(&r) % 40) - 20);
+    for (long long i = 0; i < K * ldb; ++i)
+      B[i] = kt_rng_float(&r) * ldexpf(1.0f, (int)(kt_rng_next(&r) % 40) - 20);
+    kt_tune_matmul_reference_row(a, B, ldb, N, K, ref, mag);
+    for (int j = 0; j < N; ++j) {
+      double want = 0, want_mag = 0;
+      for (int k = 0; k < K; ++k) {
+        const double p = (double)a[k] * B[(size_t)k * ldb + j];
+        want += p;
+        want_mag += fabs(p);
+      }
+      cr_assert(ref[j] == want && mag[j] == want_mag, "N %d K %d ldb %lld, column %d: %.17g (%.17g), want %.17g (%.17g)",
+                N, K, ldb, j, ref[j], mag[j], want, want_mag);
+    }
+    free(a);
+    free(B);
+    free(ref);
+    free(mag);
+  }
+}
 
 Test(tune_matmul, the_seed_is_the_guide_kernel_with_bs16_unpadded)
 {

@@ -46,6 +46,29 @@ const kt_variant *kt_tune_matmul_seed(void)
   return NULL;
 }
 
+/* B is read along its rows, into a row of sums at a time (independent, so
+ * the compiler vectorises the loop over j: the Makefile asks it to), and
+ * each sum still adds its products in k order.  The element-at-a-time loop
+ * it replaces read B down its columns with one dependent add after another:
+ * 3.8 ms a check on average over 200 shapes drawn as the checks draw them,
+ * 1.4 ms now, same sums (one core of a 2-core AMD EPYC build machine); a
+ * variant has two checks. */
+void kt_tune_matmul_reference_row(const float *a, const float *B, long long ldb, int N, int K, double *restrict ref,
+                                  double *restrict mag)
+{
+  for (int j = 0; j < N; ++j)
+    ref[j] = 0.0, mag[j] = 0.0;
+  for (int k = 0; k < K; ++k) {
+    const double x = a[k];
+    const float *restrict b = B + (size_t)k * ldb;
+    for (int j = 0; j < N; ++j) {
+      const double p = x * b[j];
+      ref[j] += p;
+      mag[j] += fabs(p);
+    }
+  }
+}
+
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
                           long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out)
 {
@@ -57,8 +80,9 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
    * alignment. */
   const size_t off = v->align == 1 || ldb % v->align != 0 ? 1 : 0;
   float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
+  double *ref = malloc(sizeof(double) * (size_t)N), *mag = malloc(sizeof(double) * (size_t)N);
   float *dA = NULL, *dB = NULL, *dC = NULL;
-  if (!A || !B || !C0 || !C) {
+  if (!A || !B || !C0 || !C || !ref || !mag) {
     snprintf(out->reason, sizeof out->reason, "out of host memory");
     goto done;
   }
@@ -86,6 +110,7 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
     goto done;
   out->ok = 1;
   for (int i = 0; i < M && out->ok; ++i) {
+    kt_tune_matmul_reference_row(A + (size_t)i * lda, B, ldb, N, K, ref, mag);
     for (int j = 0; j < (int)ldc; ++j) {
       const float got = C[(size_t)i * ldc + j];
       if (j >= N) {
@@ -96,23 +121,17 @@ void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M,
         }
         continue;
       }
-      double ref = 0, mag = 0;
-      for (int k = 0; k < K; ++k) {
-        const double p = (double)A[(size_t)i * lda + k] * B[(size_t)k * ldb + j];
-        ref += p;
-        mag += fabs(p);
-      }
       const double c0 = beta != 0.0f ? C0[(size_t)i * ldc + j] : 0.0;
-      ref = alpha * ref + beta * c0;
-      const double bound = kt_tune_matmul_bound(K, alpha, mag, beta * c0);
-      const double e = fabs((double)got - ref) / bound;
+      const double want = alpha * ref[j] + beta * c0;
+      const double bound = kt_tune_matmul_bound(K, alpha, mag[j], beta * c0);
+      const double e = fabs((double)got - want) / bound;
       if (!(e <= 1.0)) { /* also catches NaN */
         out->ok = 0;
         out->worst = isnan(e) ? INFINITY : e;
         snprintf(out->reason, sizeof out->reason,
                  "C(%d, %d) = %g, expected %g (error %.3g x the bound) at %dx%dx%d lda %lld ldb %lld ldc %lld "
                  "beta %g",
-                 i, j, got, ref, e, M, N, K, lda, ldb, ldc, beta);
+                 i, j, got, want, e, M, N, K, lda, ldb, ldc, beta);
         break;
       }
       if (e > out->worst)
@@ -127,6 +146,8 @@ done:
   free(B);
   free(C0);
   free(C);
+  free(ref);
+  free(mag);
 }
 
 /* ---- `ktune tune`: problems and the summary ------------------------------ */

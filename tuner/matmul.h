@@ -33,6 +33,14 @@ double kt_tune_matmul_bound(int K, double alpha, double sum_abs_products, double
  * double from the inputs rounded to the type (to nearest, ties away). */
 double kt_tune_gemm_bound(int type, int K, double alpha, double sum_abs_products, double beta_c0);
 
+/* Row i of the check's reference, from a = A's row i (K floats) and B (K
+ * rows of ldb floats): ref[j] = the sum over k of a[k] B[k][j] in double,
+ * mag[j] = the sum of their magnitudes, for j < N; each sum adds its
+ * products in k order, so bit for bit what an element-at-a-time loop
+ * gives. */
+void kt_tune_matmul_reference_row(const float *a, const float *B, long long ldb, int N, int K, double *ref,
+                                  double *mag);
+
 /* The seed kernel, the tune summary's and the bench's baseline: the CUDA
  * Programming Guide's shared-memory tiled kernel with BLOCK_SIZE 16 and
  * unpadded rows (algo "tiled", bs=16, pad=0), found by those properties
