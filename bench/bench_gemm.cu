@@ -179,7 +179,8 @@ static void summary(const std::vector<gresult> &res)
       continue;
     printf("%-5s %8.3f %8.3f %8.3f %8.3f %8.3f   %.3f %.3f %.3f | %.3f %.3f %.3f%s\n", type_name(t),
            bench_geomean(suite), sq4, sq8, b512, b64, tr[1] / nn4, tr[2] / nn4, tr[3] / nn4, tr_cb[1] / nn4_cb,
-           tr_cb[2] / nn4_cb, tr_cb[3] / nn4_cb, suite.size() < n ? "  (a failed shape is left out of the geomean)" : "");
+           tr_cb[2] / nn4_cb, tr_cb[3] / nn4_cb,
+           suite.size() < n ? "  (a failed shape is left out of the geomean)" : "");
   }
 }
 

@@ -282,7 +282,8 @@ void kt_tune_hist_check_with(kt_tune_hist_buffers *b, const kt_variant *v, const
   unsigned *ref = b->ref, *got = b->got, *dbins = b->dbins;
   kt_tune_hist_samples(b->s, n, nbins, dist, &r);
   kt_tune_hist_reference(b->s, n, nbins, ref);
-  if (kt_measure_cuda_failed(out, cudaMemcpy(ds + offset, b->s, sizeof(int) * n, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+  if (kt_measure_cuda_failed(out, cudaMemcpy(ds + offset, b->s, sizeof(int) * n, cudaMemcpyHostToDevice),
+                             "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemset(dbins, 0xab, sizeof(unsigned) * (size_t)nbins), "cudaMemset"))
     return;
   void *pool = kt_device_pool(dev->ordinal);

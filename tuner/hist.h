@@ -52,12 +52,12 @@ void kt_tune_hist_check(const kt_variant *v, const kt_device_info *dev, long lon
  * variant's time).  Zero it before the first use; each check grows what
  * it lacks; kt_tune_hist_buffers_free releases it all. */
 typedef struct kt_tune_hist_buffers {
-  size_t n;          /* samples s and ds hold (each n + 4 ints) */
-  long long nbins;   /* bins ref, got and dbins hold */
-  int *s, *ds;       /* host and device samples */
-  unsigned *ref;     /* the CPU's counts */
-  unsigned *got;     /* the variant's, copied back (pinned) */
-  unsigned *dbins;   /* the variant's, on the device */
+  size_t n;        /* samples s and ds hold (each n + 4 ints) */
+  long long nbins; /* bins ref, got and dbins hold */
+  int *s, *ds;     /* host and device samples */
+  unsigned *ref;   /* the CPU's counts */
+  unsigned *got;   /* the variant's, copied back (pinned) */
+  unsigned *dbins; /* the variant's, on the device */
 } kt_tune_hist_buffers;
 void kt_tune_hist_check_with(kt_tune_hist_buffers *b, const kt_variant *v, const kt_device_info *dev, long long nbins,
                              size_t n, int offset, const char *dist, uint64_t seed, kt_check *out);
