@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include "gemm.h"
 #include "hist.h"
 #include "kt_test.h"
 #include "matmul.h"
@@ -354,10 +355,55 @@ Test(tune_matmul, the_reference_row_sums_in_k_order_bit_for_bit)
         want += p;
         want_mag += fabs(p);
       }
-      cr_assert(ref[j] == want && mag[j] == want_mag, "N %d K %d ldb %lld, column %d: %.17g (%.17g), want %.17g (%.17g)",
-                N, K, ldb, j, ref[j], mag[j], want, want_mag);
+      cr_assert(ref[j] == want && mag[j] == want_mag,
+                "N %d K %d ldb %lld, column %d: %.17g (%.17g), want %.17g (%.17g)", N, K, ldb, j, ref[j], mag[j], want,
+                want_mag);
     }
     free(a);
+    free(B);
+    free(ref);
+    free(mag);
+  }
+}
+
+Test(tune_gemm, the_reference_is_the_element_wise_sum_of_the_rounded_inputs_bit_for_bit)
+{
+  /* Every type and op pair, padded rows, full FP32 inputs (which TF32 and
+   * BF16 round), against the element-at-a-time loop over the stored
+   * operands that the check's reference replaced. */
+  kt_rng r = {11};
+  const int types[] = {KT_F32, KT_TF32, KT_BF16, KT_F16};
+  for (int t = 0; t < 16; ++t) {
+    kt_tune_gemm_case cs = {.type = types[t % 4], .op_a = (t / 4) >> 1, .op_b = (t / 4) & 1, .batch = 1};
+    cs.M = 1 + (int)(kt_rng_next(&r) % 70), cs.N = 1 + (int)(kt_rng_next(&r) % 70);
+    cs.K = 1 + (int)(kt_rng_next(&r) % 150), cs.pad = (int)(kt_rng_next(&r) % 5);
+    cs.alpha = 1.0f, cs.beta = 0.0f;
+    const int M = cs.M, N = cs.N, K = cs.K;
+    const long long ar = cs.op_a ? K : M, ac = cs.op_a ? M : K, br = cs.op_b ? N : K, bc = cs.op_b ? K : N;
+    const long long lda = ac + cs.pad, ldb = bc + cs.pad;
+    float *A = malloc(sizeof(float) * (size_t)(ar * lda)), *B = malloc(sizeof(float) * (size_t)(br * ldb));
+    double *ref = malloc(sizeof(double) * (size_t)(M * N)), *mag = malloc(sizeof(double) * (size_t)(M * N));
+    cr_assert(A && B && ref && mag);
+    /* F16 takes its inputs as drawn representable (kt_tune_gemm_value). */
+    for (long long i = 0; i < ar * lda; ++i)
+      A[i] = cs.type == KT_F16 ? kt_tune_gemm_value(&r, KT_F16) : kt_rng_float(&r);
+    for (long long i = 0; i < br * ldb; ++i)
+      B[i] = cs.type == KT_F16 ? kt_tune_gemm_value(&r, KT_F16) : kt_rng_float(&r);
+    cr_assert_eq(kt_tune_gemm_reference(&cs, A, lda, B, ldb, ref, mag), 0);
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        double want = 0, want_mag = 0;
+        for (int k = 0; k < K; ++k) {
+          const double x = kt_tune_gemm_round(A[cs.op_a ? (long long)k * lda + i : (long long)i * lda + k], cs.type);
+          const double y = kt_tune_gemm_round(B[cs.op_b ? (long long)j * ldb + k : (long long)k * ldb + j], cs.type);
+          want += x * y;
+          want_mag += fabs(x * y);
+        }
+        cr_assert(ref[(size_t)i * N + j] == want && mag[(size_t)i * N + j] == want_mag,
+                  "type %d op %d%d %dx%dx%d pad %d: (%d, %d) %.17g, want %.17g", cs.type, cs.op_a, cs.op_b, M, N, K,
+                  cs.pad, i, j, ref[(size_t)i * N + j], want);
+      }
+    free(A);
     free(B);
     free(ref);
     free(mag);

@@ -88,6 +88,35 @@ int kt_tune_gemm_variant_type(const kt_variant *v)
 
 /* ---- the check ------------------------------------------------------------ */
 
+int kt_tune_gemm_reference(const kt_tune_gemm_case *cs, const float *A, long long lda, const float *B, long long ldb,
+                           double *ref, double *mag)
+{
+  const int type = cs->type, M = cs->M, N = cs->N, K = cs->K;
+  /* op(A) (M x K) and op(B) (K x N), rounded to the type, row-major: then
+   * a row of sums at a time (kt_tune_matmul_reference_row), B along its
+   * rows, each sum in k order, as an element-at-a-time loop over the
+   * stored operands adds them.  That loop, which rounded both inputs of
+   * every product and read one operand across its rows, took 69 ms of a
+   * variant's four checks, this 15 (one core of the build machine). */
+  float *a = malloc(sizeof(float) * (size_t)M * (size_t)K), *b = malloc(sizeof(float) * (size_t)K * (size_t)N);
+  if (!a || !b) {
+    free(a);
+    free(b);
+    return -1;
+  }
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k)
+      a[(size_t)i * K + k] = kt_tune_gemm_round(A[cs->op_a ? (long long)k * lda + i : (long long)i * lda + k], type);
+  for (int k = 0; k < K; ++k)
+    for (int j = 0; j < N; ++j)
+      b[(size_t)k * N + j] = kt_tune_gemm_round(B[cs->op_b ? (long long)j * ldb + k : (long long)k * ldb + j], type);
+  for (int i = 0; i < M; ++i)
+    kt_tune_matmul_reference_row(a + (size_t)i * K, b, N, N, K, ref + (size_t)i * N, mag + (size_t)i * N);
+  free(a);
+  free(b);
+  return 0;
+}
+
 void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt_tune_gemm_case *cs, uint64_t seed,
                         kt_check *out)
 {
@@ -101,9 +130,10 @@ void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt
   const long long sa = ar * lda + 8, sb = br * ldb + 8, sc = (long long)M * ldc + 4;
   const size_t na = (size_t)(sa * nb), nbb = (size_t)(sb * nb), nc = (size_t)(sc * nb);
   float *A = malloc(na * 4), *B = malloc(nbb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
+  double *ref = malloc(sizeof(double) * (size_t)M * (size_t)N), *mag = malloc(sizeof(double) * (size_t)M * (size_t)N);
   void *dA = NULL, *dB = NULL;
   float *dC = NULL;
-  if (!A || !B || !C0 || !C) {
+  if (!A || !B || !C0 || !C || !ref || !mag) {
     snprintf(out->reason, sizeof out->reason, "out of host memory");
     goto done;
   }
@@ -128,31 +158,31 @@ void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt
       kt_measure_cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
     goto done;
   out->ok = 1;
-  for (int b = 0; b < nb && out->ok; ++b)
+  for (int b = 0; b < nb && out->ok; ++b) {
+    if (kt_tune_gemm_reference(cs, A + b * sa, lda, B + b * sb, ldb, ref, mag) != 0) {
+      out->ok = 0;
+      snprintf(out->reason, sizeof out->reason, "out of host memory");
+      break;
+    }
     for (int i = 0; i < M && out->ok; ++i)
       for (int j = 0; j < N; ++j) {
-        double ref = 0, mag = 0;
-        for (int k = 0; k < K; ++k) {
-          const double x = kt_tune_gemm_round(A[b * sa + (cs->op_a ? (long long)k * lda + i : (long long)i * lda + k)], type);
-          const double y = kt_tune_gemm_round(B[b * sb + (cs->op_b ? (long long)j * ldb + k : (long long)k * ldb + j)], type);
-          ref += x * y;
-          mag += fabs(x * y);
-        }
         const double c0 = cs->beta != 0.0f ? C0[b * sc + (long long)i * ldc + j] : 0.0;
-        ref = cs->alpha * ref + cs->beta * c0;
+        const double want = cs->alpha * ref[(size_t)i * N + j] + cs->beta * c0;
         const double got = C[b * sc + (long long)i * ldc + j];
-        const double e = fabs(got - ref) / kt_tune_gemm_bound(type, K, cs->alpha, mag, cs->beta * c0);
+        const double e =
+            fabs(got - want) / kt_tune_gemm_bound(type, K, cs->alpha, mag[(size_t)i * N + j], cs->beta * c0);
         if (!(e <= 1.0)) {
           out->ok = 0;
           out->worst = isnan(e) ? INFINITY : e;
           snprintf(out->reason, sizeof out->reason,
                    "%s C[%d](%d, %d) = %g, expected %g (error %.3g x the bound) at %dx%dx%d op %c%c batch %d",
-                   kt_gemm_type_name(type), b, i, j, got, ref, e, M, N, K, "NT"[cs->op_a], "NT"[cs->op_b], nb);
+                   kt_gemm_type_name(type), b, i, j, got, want, e, M, N, K, "NT"[cs->op_a], "NT"[cs->op_b], nb);
           break;
         }
         if (e > out->worst)
           out->worst = e;
       }
+  }
 done:
   cudaFree(dA);
   cudaFree(dB);
@@ -161,6 +191,8 @@ done:
   free(B);
   free(C0);
   free(C);
+  free(ref);
+  free(mag);
 }
 
 /* ---- `ktune tune`: problems and the summary ------------------------------ */

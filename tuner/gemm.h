@@ -36,6 +36,14 @@ typedef struct kt_tune_gemm_case {
   float alpha, beta;
 } kt_tune_gemm_case;
 
+/* The reference of one batch entry of a case, from its stored A and B
+ * (op and leading dimension as the case says): ref[i N + j] = the sum over
+ * k of op(A)[i][k] op(B)[k][j] in double, both rounded to the case's type
+ * (kt_tune_gemm_round), mag[i N + j] the sum of the products' magnitudes;
+ * each sum adds its products in k order.  0, or -1 out of host memory. */
+int kt_tune_gemm_reference(const kt_tune_gemm_case *cs, const float *A, long long lda, const float *B, long long ldb,
+                           double *ref, double *mag);
+
 /* Run v once on fresh random inputs of this case, on the current device,
  * and check every element of every batch entry (kt_check.worst: the worst
  * |err| / bound). */
