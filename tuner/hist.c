@@ -236,6 +236,22 @@ void kt_tune_hist_buffers_free(kt_tune_hist_buffers *b)
   memset(b, 0, sizeof *b);
 }
 
+/* Bins where got differs from ref, and the first of them in *first (-1
+ * for none); memcmp first, the count only where something differs. */
+static long long wrong_bins(const unsigned *got, const unsigned *ref, long long nbins, long long *first)
+{
+  long long wrong = 0;
+  *first = -1;
+  if (memcmp(got, ref, sizeof(unsigned) * (size_t)nbins) != 0)
+    for (long long i = 0; i < nbins; ++i)
+      if (got[i] != ref[i]) {
+        if (*first < 0)
+          *first = i;
+        wrong++;
+      }
+  return wrong;
+}
+
 /* Make b hold at least n samples and nbins bins: 0, -1 out of host memory,
  * else the CUDA error; b is released on failure. */
 static int buffers_fit(kt_tune_hist_buffers *b, size_t n, long long nbins)
@@ -293,14 +309,8 @@ void kt_tune_hist_check_with(kt_tune_hist_buffers *b, const kt_variant *v, const
       kt_measure_cuda_failed(out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost),
                              "cudaMemcpy"))
     return;
-  long long wrong = 0, first = -1;
-  if (memcmp(got, ref, sizeof(unsigned) * (size_t)nbins) != 0)
-    for (long long i = 0; i < nbins; ++i)
-      if (got[i] != ref[i]) {
-        if (first < 0)
-          first = i;
-        wrong++;
-      }
+  long long first = -1;
+  const long long wrong = wrong_bins(got, ref, nbins, &first);
   out->worst = (double)wrong;
   out->ok = wrong == 0;
   if (!out->ok)
@@ -531,10 +541,8 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     kt_tune_result_set(r, &in->p, v, "launch_failed", cudaGetErrorString((cudaError_t)e));
     return;
   }
-  long long wrong = 0;
-  if (memcmp(in->got, in->ref, sizeof(unsigned) * (size_t)nbins) != 0)
-    for (long long b = 0; b < nbins; ++b)
-      wrong += in->got[b] != in->ref[b];
+  long long first;
+  const long long wrong = wrong_bins(in->got, in->ref, nbins, &first);
   if (wrong) {
     char why[128];
     snprintf(why, sizeof why, "%lld bins wrong on the tuning input", wrong);
