@@ -118,16 +118,17 @@ static int tile_dim(const kt_variant *v, int second)
   return !tt ? 0 : second ? (x ? atoi(x + 1) : 0) : atoi(tt);
 }
 
-/* Every kernel computes any M, N, K, but three are built for one corner
+/* Every kernel computes any M, N, K, but four are built for one corner
  * of the shapes and reread an operand or loop past it
  * (templates/matmul.space.lua): the few-row kernel serves M <= TM, the
- * few-column kernel N <= TN, the short-K kernel K <= 4 BK.  Outside,
- * neither the tuner times them nor dispatch picks them. */
+ * few-column and matrix-times-vector kernels N <= TN, the short-K kernel
+ * K <= 4 BK.  Outside, neither the tuner times them nor dispatch picks
+ * them. */
 int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K)
 {
   if (strcmp(v->algo, "skinny") == 0)
     return M <= tile_dim(v, 0);
-  if (strcmp(v->algo, "gemv") == 0)
+  if (strcmp(v->algo, "gemv") == 0 || strcmp(v->algo, "matvec") == 0)
     return N <= tile_dim(v, 1);
   if (strcmp(v->algo, "direct") == 0) {
     const char *bk = kt_variant_param(v, "bk");
@@ -326,7 +327,9 @@ typedef struct geom {
  * is TM x 32 TN, and its K chunks are one per warp of every block of a
  * cluster (a warp's chunk counts as a block); the few-column kernel's
  * tile is (8 / KW) TM x TN rows x columns, K split over its KW warps along
- * K (counted as blocks) and its cluster. */
+ * K (counted as blocks) and its cluster.  The matrix-times-vector kernel
+ * is priced as a few-column one whose lanes read 4 k at a time: its warps
+ * along K take turns rather than chunks, but each sums a KW-th of K. */
 static geom geometry(const kt_variant *v)
 {
   geom g;
@@ -344,10 +347,10 @@ static geom geometry(const kt_variant *v)
     g.bm = tile_dim(v, 0), g.bn = 32 * tile_dim(v, 1), g.bk = 32;
     g.cl = v->cluster * warps, g.bps *= warps;
     g.streaming = 1;
-  } else if (strcmp(v->algo, "gemv") == 0) {
-    const int kw = kt_variant_param_int(v, "kwarps", 1);
+  } else if (strcmp(v->algo, "gemv") == 0 || strcmp(v->algo, "matvec") == 0) {
+    const int kw = kt_variant_param_int(v, "kwarps", 1), vec = strcmp(v->algo, "matvec") == 0 ? 4 : 1;
     g.bm = kw > 0 ? v->threads / 32 / kw * tile_dim(v, 0) : 0;
-    g.bn = tile_dim(v, 1), g.bk = 32 * kt_variant_param_int(v, "depth", 4);
+    g.bn = tile_dim(v, 1), g.bk = 32 * vec * kt_variant_param_int(v, "depth", 4);
     g.cl = v->cluster * kw, g.bps *= kw;
     g.streaming = 1;
   }

@@ -27,6 +27,7 @@ local DIRECT_TILE = { ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 } }
 local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }, ["16x2"] = { 16, 2 },
                       ["32x1"] = { 32, 1 }, ["16x4"] = { 16, 4 }, ["32x4"] = { 32, 4 } }
 local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 } }
+local MATVEC_TILE = { ["2x1"] = { 2, 1 }, ["4x1"] = { 4, 1 }, ["8x1"] = { 8, 1 } }
 
 local S = {
   family = "matmul",
@@ -314,6 +315,35 @@ local S = {
         { VEC("4 k per lane; one or two warps along K alone, or all 8 in clusters of 1, 4 or 8: the rest lost " ..
           "0.5% (geomean) and 6% at most"),
           function(v) return v.depth == 4 and ((v.kwarps < 8 and v.cluster == 1) or v.kwarps == 8) end },
+      },
+    },
+    {
+      algo = "matvec",
+      template = "templates/matmul_matvec.cu.tpl",
+      doc = "matrix times a vector (N = 1): A read once in 16-byte pieces from each row's first 16-byte boundary " ..
+        "(any lda, any alignment), K interleaved over the warps along K so that a block sweeps each row in one " ..
+        "contiguous run; sums added in a fixed order; serves N = 1",
+      params = {
+        { "tt", { "2x1", "4x1", "8x1" }, "TM x TN: rows of C per warp x columns (1)", tag = "tt" },
+        { "threads", { 256 }, "threads per block: 8 warps", tag = "t" },
+        { "kwarps", { 8 }, "KW: warps of a block along K (8 / KW along rows), interleaved piece by piece",
+          tag = "q" },
+        { "depth", { 1, 2 }, "DEP: 16-byte pieces of each of its TM rows a lane reads in one step, all in flight " ..
+          "before their multiply-adds", tag = "d" },
+      },
+      derive = function(v, t)
+        v.tm, v.tn = MATVEC_TILE[v.tt][1], MATVEC_TILE[v.tt][2]
+        v.smem_static = (v.threads // 32) * v.tm * F -- the warps' row sums
+        v.smem_dynamic = 0
+        -- Registers: the pieces in flight, the rows' starts, heads and sums, about 32 more.
+        v.regs = 4 * v.depth * v.tm + 5 * v.tm + 32
+        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024),
+          t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8)))
+        v.cluster, v.min_cc, v.align = 1, 80, 1
+      end,
+      constraints = {
+        { "the reads in flight fit the registers without spilling (4 DEP TM + 5 TM + 32 <= 255)",
+          function(v) return v.regs <= 255 end },
       },
     },
   },
