@@ -163,7 +163,10 @@ done:
  * Then two short-K shapes with N odd (ldb = ldc = N: only the variants that
  * serve any alignment are timed there), so that dispatch calibrates the
  * 4-byte-copy warp tiles against the short-K kernel on unaligned rows,
- * where the former lose more than on aligned ones. */
+ * where the former lose more than on aligned ones.  Last, four matrix
+ * times vector products (N = 1), the only shapes the matrix-times-vector
+ * kernel serves and so the only ones it is calibrated on: a short and a
+ * long row, each over few and many rows, bound by reading A. */
 #define DEFAULT_SHAPES                                                                                   \
   "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
   "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536,"                              \
@@ -173,7 +176,8 @@ done:
   "4096x256x4096,4096x4096x16,"                                                                          \
   "4x256x256,4x256x4096,4x4096x256,4x4096x4096,256x4x256,256x4x4096,4096x4x256,4096x4x4096,256x256x4,"   \
   "256x4096x4,4096x256x4,4096x4096x4,"                                                                   \
-  "2048x2047x8,2048x8191x64"
+  "2048x2047x8,2048x8191x64,"                                                                            \
+  "256x1x4096,4096x1x256,4096x1x4096,1024x1x16384"
 
 /* One shape (item, as the CLI writes it) into out[*n]: 0, or -1 with a
  * message in err that names where it came from (`where`). */
