@@ -121,15 +121,19 @@ static int tile_dim(const kt_variant *v, int second)
 /* Every kernel computes any M, N, K, but four are built for one corner
  * of the shapes and reread an operand or loop past it
  * (templates/matmul.space.lua): the few-row kernel serves M <= TM, the
- * few-column and matrix-times-vector kernels N <= TN, the short-K kernel
- * K <= 4 BK.  Outside, neither the tuner times them nor dispatch picks
- * them. */
+ * few-column kernel N <= TN, the short-K kernel K <= 4 BK, and the
+ * matrix-times-vector kernel N = 1 with a row long enough to give every
+ * lane of its warps along K a 16-byte piece (K >= 128 KW; shorter rows
+ * leave warps idle, and the few-column kernel serves them).  Outside,
+ * neither the tuner times them nor dispatch picks them. */
 int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K)
 {
   if (strcmp(v->algo, "skinny") == 0)
     return M <= tile_dim(v, 0);
-  if (strcmp(v->algo, "gemv") == 0 || strcmp(v->algo, "matvec") == 0)
+  if (strcmp(v->algo, "gemv") == 0)
     return N <= tile_dim(v, 1);
+  if (strcmp(v->algo, "matvec") == 0)
+    return N <= tile_dim(v, 1) && K >= 128LL * kt_variant_param_int(v, "kwarps", 1);
   if (strcmp(v->algo, "direct") == 0) {
     const char *bk = kt_variant_param(v, "bk");
     return bk && K <= 4LL * atoi(bk);
@@ -144,17 +148,30 @@ typedef struct matmul_call {
   long long M, N, K;
 } matmul_call;
 
+/* Dispatch picks the matrix-times-vector kernel only for a contiguous
+ * vector (ldb 1).  Its lanes take the vector's four values for each piece
+ * of A from L1; ldb floats apart they are a sector each, too many for L1,
+ * and every row reads them again from L2 (H100, 1626x1x11730 with ldb 20:
+ * 0.47 of cuBLAS, bench/reference/matmul_random/README.md, run 10).  It
+ * computes a strided vector correctly all the same. */
+static int dispatch_serves_vector(const kt_variant *v, long long ldb)
+{
+  return ldb == 1 || strcmp(v->algo, "matvec") != 0;
+}
+
 static int serves_call(const kt_variant *v, const kt_device_info *d, const void *call)
 {
   const matmul_call *m = call;
-  return kt_matmul_serves(v, d, m->B, m->ldb) && kt_matmul_serves_shape(v, m->M, m->N, m->K);
+  return kt_matmul_serves(v, d, m->B, m->ldb) && kt_matmul_serves_shape(v, m->M, m->N, m->K) &&
+         dispatch_serves_vector(v, m->ldb);
 }
 
 /* The same, B staged where v cannot read it in place: what the cost
  * model, which prices the staging, may choose from. */
 static int serves_call_staged(const kt_variant *v, const kt_device_info *d, const matmul_call *m)
 {
-  return kt_matmul_serves_staged(v, d, m->B, m->ldb, m->N, m->K) && kt_matmul_serves_shape(v, m->M, m->N, m->K);
+  return kt_matmul_serves_staged(v, d, m->B, m->ldb, m->N, m->K) && kt_matmul_serves_shape(v, m->M, m->N, m->K) &&
+         dispatch_serves_vector(v, m->ldb);
 }
 
 /* ---- the selection rule ------------------------------------------------- */
@@ -582,11 +599,12 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
   }
   /* The decision depends on the shape, on whether float4 variants read B
-   * in place and on the rows' alignment (which tuned problems calibrate);
+   * in place, on the rows' alignment (which tuned problems calibrate) and
+   * on whether B is one contiguous column (dispatch_serves_vector);
    * remembered per context (relaxed atomics: a lost or torn slot only costs
    * a prediction, and a hit is checked against serves_call_staged()). */
   const int wide = in_place && kt_matmul_b_in_place(call->C, call->ldc); /* C as float4 rows too */
-  const uint64_t key = cache_key(M, N, K, wide | in_place << 1);
+  const uint64_t key = cache_key(M, N, K, wide | in_place << 1 | (call->ldb == 1) << 2);
   const int slot = (int)(key >> 56) % CACHE_SLOTS;
   if (!out && __atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key) {
     const int i = __atomic_load_n(&m->cache[slot].variant, __ATOMIC_RELAXED);

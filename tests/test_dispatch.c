@@ -277,6 +277,50 @@ Test(dispatch, misaligned_c_keeps_the_float4_winner)
   kt_close(ctx);
 }
 
+static int is_matvec(const kt_variant *v)
+{
+  return v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "matvec") == 0;
+}
+
+static int is_gemv(const kt_variant *v)
+{
+  return v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "gemv") == 0;
+}
+
+/* The matrix-times-vector kernel serves N = 1 with rows of at least 128 KW
+ * floats, and dispatch picks it only for a contiguous vector (ldb 1):
+ * tuned faster than the few-column kernel, it still loses a strided call,
+ * at the tuned shape and off it, whichever call came first. */
+Test(dispatch, the_matrix_times_vector_kernel_serves_only_long_rows_of_a_contiguous_vector)
+{
+  const kt_variant *mv = kt_test_need(is_matvec, 0, "matmul matvec");
+  const kt_variant *gv = kt_test_need(is_gemv, 0, "matmul gemv");
+  const long long kmin = 128LL * kt_variant_param_int(mv, "kwarps", 0);
+  cr_assert_gt(kmin, 0);
+  cr_expect(kt_matmul_serves_shape(mv, 300, 1, kmin));
+  cr_expect(!kt_matmul_serves_shape(mv, 300, 1, kmin - 1), "a row shorter than 128 KW");
+  cr_expect(!kt_matmul_serves_shape(mv, 300, 2, 4096), "two columns");
+
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(4096, 1, 4096);
+  kt_measurement m[2] = {kt_test_measure(mv, p, "ok", 0.03), kt_test_measure(gv, p, "ok", 0.06)};
+  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  static const long long shapes[][3] = {{4096, 1, 4096}, {3000, 1, 5000}};
+  for (int s = 0; s < 2; ++s) {
+    const long long M = shapes[s][0], K = shapes[s][2];
+    kt_choice c = matmul_choice(ctx, M, 1, K, A16, K, 1, 1);
+    cr_expect_str_eq(c.variant, mv->name, "%lldx1x%lld, ldb 1: %s", M, K, c.reason);
+    c = matmul_choice(ctx, M, 1, K, A16, K, 3, 1);
+    cr_expect_str_eq(c.variant, gv->name, "%lldx1x%lld, ldb 3: %s", M, K, c.reason);
+    c = matmul_choice(ctx, M, 1, K, A16, K, 1, 1);
+    cr_expect_str_eq(c.variant, mv->name, "%lldx1x%lld, ldb 1 again: %s", M, K, c.reason);
+  }
+  kt_close(ctx);
+}
+
 /* A B that a float4 kernel cannot read in place (ldb not a multiple of 4,
  * or B off a 16-byte boundary) is staged into an aligned copy first, a
  * kernel of its own: worth it where the float4 winner leads by more than
