@@ -17,9 +17,10 @@
  * times KW along K.  K is interleaved over the KW warps, not cut into
  * chunks: in step s the warps along K read pieces (s KW + q) 32 + lane,
  * so that together they sweep one contiguous run of KW x DEP x 512 bytes
- * of each row at a time.  With chunks, the blocks on an SM read from as
- * many places in A as they have warps, and streamed at 0.85 to 0.9 of
- * this on an H100 (bench/reference/matmul_random/README.md, run 10).  Each
+ * of each row at a time.  With chunks (a K-th of the row per warp), the
+ * best chunked form took 1% to 56% longer than the best interleaved one on
+ * 11 of 12 shapes, 3% at the median (an H100, L2 flushed: the probe of
+ * bench/reference/matmul_random/README.md, run 10).  Each
  * lane has DEP x TM pieces of A in flight before their multiply-adds; the
  * vector's four values for a piece come from L1 (B is K floats, ldb
  * apart, shared by every block).
