@@ -164,9 +164,10 @@ done:
  * serve any alignment are timed there), so that dispatch calibrates the
  * 4-byte-copy warp tiles against the short-K kernel on unaligned rows,
  * where the former lose more than on aligned ones.  Last, four matrix
- * times vector products (N = 1), the only shapes the matrix-times-vector
- * kernel serves and so the only ones it is calibrated on: a short and a
- * long row, each over few and many rows, bound by reading A. */
+ * times vector products (N = 1), bound by reading A: a short and a long
+ * row, each over few and many rows.  The matrix-times-vector kernel serves
+ * no other default shape (nor 4096x1x256, whose rows are under 1024), so
+ * nothing else calibrates it. */
 #define DEFAULT_SHAPES                                                                                   \
   "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
   "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536,"                              \
