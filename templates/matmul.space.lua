@@ -29,6 +29,14 @@ local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }
 local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 } }
 local MATVEC_TILE = { ["2x1"] = { 2, 1 }, ["4x1"] = { 4, 1 }, ["8x1"] = { 8, 1 } }
 
+-- Blocks of v an SM holds by its threads, its static shared memory (plus
+-- the 1 KB the hardware reserves per block) and its registers (v.regs a
+-- thread, allocated 8 at a time): the kernels without dynamic shared memory.
+local function blocks_per_sm(v, t)
+  return math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024),
+    t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8)))
+end
+
 local S = {
   family = "matmul",
   required = { "align" }, -- registry fields derive() must set, beside the common ones
@@ -261,8 +269,7 @@ local S = {
         v.smem_dynamic = 0
         -- Registers: the sums, KI k of B in flight, two steps of A, about 32 more.
         v.regs = v.tm * v.tn + v.depth * v.tn + 2 * v.tm + 32
-        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024),
-          t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8)))
+        v.blocks_per_sm = blocks_per_sm(v, t)
         v.min_cc, v.align = v.cluster > 1 and 90 or 80, 1
       end,
       constraints = {
@@ -302,8 +309,7 @@ local S = {
         v.smem_dynamic = 0
         -- Registers: two steps of reads (the loop is unrolled twice), the sums, about 32 more.
         v.regs = 2 * v.depth * (v.tm + v.tn) + v.tm * v.tn + 32
-        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024),
-          t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8)))
+        v.blocks_per_sm = blocks_per_sm(v, t)
         v.min_cc, v.align = v.cluster > 1 and 90 or 80, 1
       end,
       constraints = {
@@ -337,8 +343,7 @@ local S = {
         v.smem_dynamic = 0
         -- Registers: the pieces in flight, the rows' starts, heads and sums, about 32 more.
         v.regs = 4 * v.depth * v.tm + 5 * v.tm + 32
-        v.blocks_per_sm = math.min(t.max_threads_per_sm // v.threads, t.smem_per_sm // (v.smem_static + 1024),
-          t.regs_per_sm // (v.threads * (math.ceil(v.regs / 8) * 8)))
+        v.blocks_per_sm = blocks_per_sm(v, t)
         v.cluster, v.min_cc, v.align = 1, 80, 1
       end,
       constraints = {
