@@ -328,7 +328,7 @@ local S = {
       template = "templates/matmul_matvec.cu.tpl",
       doc = "matrix times a vector (N = 1): A read once in 16-byte pieces from each row's first 16-byte boundary " ..
         "(any lda, any alignment), K interleaved over the warps along K so that a block sweeps each row in one " ..
-        "contiguous run; sums added in a fixed order; serves N = 1",
+        "contiguous run; sums added in a fixed order; serves N = 1 with K >= 128 KW",
       params = {
         { "tt", { "2x1", "4x1", "8x1" }, "TM x TN: rows of C per warp x columns (1)", tag = "tt" },
         { "threads", { 256 }, "threads per block: 8 warps", tag = "t" },

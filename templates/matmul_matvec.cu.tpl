@@ -29,7 +29,9 @@
  * the KW warps of each row in order through shared memory.  No atomics:
  * the result is the same on every run.  Columns past the first are more
  * column blocks (gridDim.y), each reading all of A again: correct, but
- * the kernel is built for N = 1 and serves only that.
+ * the kernel is built for N = 1 and rows of 128 KW or more (a piece for
+ * every lane of the warps along K; shorter rows leave warps idle), and
+ * serves only those (kt_matmul_serves_shape).
  */
 constexpr int TM = $(tm);                      // rows per warp
 constexpr int THREADS = $(threads), WARPS = THREADS / 32;
