@@ -148,30 +148,29 @@ typedef struct matmul_call {
   long long M, N, K;
 } matmul_call;
 
-/* Dispatch picks the matrix-times-vector kernel only for a contiguous
- * vector (ldb 1).  Its lanes take the vector's four values for each piece
- * of A from L1; ldb floats apart they are a sector each, too many for L1,
- * and every row reads them again from L2 (H100, 1626x1x11730 with ldb 20:
- * 0.47 of cuBLAS, bench/reference/matmul_random/README.md, run 10).  It
- * computes a strided vector correctly all the same. */
-static int dispatch_serves_vector(const kt_variant *v, long long ldb)
+/* The call's shape, as dispatch takes it: kt_matmul_serves_shape, and the
+ * matrix-times-vector kernel only for a contiguous vector (ldb 1).  Its
+ * lanes take the vector's four values for each piece of A from L1; ldb
+ * floats apart they are a sector each, too many for L1, and every row
+ * reads them again from L2 (H100, 1626x1x11730 with ldb 20: 0.47 of
+ * cuBLAS, bench/reference/matmul_random/README.md, run 10).  It computes a
+ * strided vector correctly all the same. */
+static int dispatch_serves_shape(const kt_variant *v, const matmul_call *m)
 {
-  return ldb == 1 || strcmp(v->algo, "matvec") != 0;
+  return kt_matmul_serves_shape(v, m->M, m->N, m->K) && (m->ldb == 1 || strcmp(v->algo, "matvec") != 0);
 }
 
 static int serves_call(const kt_variant *v, const kt_device_info *d, const void *call)
 {
   const matmul_call *m = call;
-  return kt_matmul_serves(v, d, m->B, m->ldb) && kt_matmul_serves_shape(v, m->M, m->N, m->K) &&
-         dispatch_serves_vector(v, m->ldb);
+  return kt_matmul_serves(v, d, m->B, m->ldb) && dispatch_serves_shape(v, m);
 }
 
 /* The same, B staged where v cannot read it in place: what the cost
  * model, which prices the staging, may choose from. */
 static int serves_call_staged(const kt_variant *v, const kt_device_info *d, const matmul_call *m)
 {
-  return kt_matmul_serves_staged(v, d, m->B, m->ldb, m->N, m->K) && kt_matmul_serves_shape(v, m->M, m->N, m->K) &&
-         dispatch_serves_vector(v, m->ldb);
+  return kt_matmul_serves_staged(v, d, m->B, m->ldb, m->N, m->K) && dispatch_serves_shape(v, m);
 }
 
 /* ---- the selection rule ------------------------------------------------- */
@@ -600,7 +599,7 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
   }
   /* The decision depends on the shape, on whether float4 variants read B
    * in place, on the rows' alignment (which tuned problems calibrate) and
-   * on whether B is one contiguous column (dispatch_serves_vector);
+   * on whether B is one contiguous column (dispatch_serves_shape);
    * remembered per context (relaxed atomics: a lost or torn slot only costs
    * a prediction, and a hit is checked against serves_call_staged()). */
   const int wide = in_place && kt_matmul_b_in_place(call->C, call->ldc); /* C as float4 rows too */
