@@ -137,6 +137,18 @@ static inline long long kt_matmul_splits(long long M, long long N, long long K, 
   return (K + *k_chunk - 1) / *k_chunk;
 }
 
+/* The same split for a kernel whose chunks are all its parallelism (the
+ * vector-times-matrix kernel, a block per chunk of a few column tiles):
+ * no more chunks than keep its blocks within one wave of `slots`, since
+ * a block past the wave would run alone after it, doubling the time. */
+static inline long long kt_matmul_splits_in_wave(long long M, long long N, long long K, int BM, int BN, int BK,
+                                                 int split, long long slots, long long *k_chunk)
+{
+  const long long tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  const long long fill = tiles > 0 && slots / tiles > 1 ? slots / tiles : 1;
+  return kt_matmul_splits(M, N, K, BM, BN, BK, fill < split ? (int)fill : split, slots, k_chunk);
+}
+
 /* Staging B for the float4 matmul kernels.  A kernel that copies B 16
  * bytes at a time (VEC 4) needs B 16-byte aligned with ldb a multiple of
  * 4.  Given any other B, its launcher first copies B into an aligned

@@ -118,18 +118,26 @@ static int tile_dim(const kt_variant *v, int second)
   return !tt ? 0 : second ? (x ? atoi(x + 1) : 0) : atoi(tt);
 }
 
-/* Every kernel computes any M, N, K, but four are built for one corner
+/* Every kernel computes any M, N, K, but five are built for one corner
  * of the shapes and reread an operand or loop past it
  * (templates/matmul.space.lua): the few-row kernel serves M <= TM, the
- * few-column kernel N <= TN, the short-K kernel K <= 4 BK, and the
+ * few-column kernel N <= TN, the short-K kernel K <= 4 BK, the
  * matrix-times-vector kernel N = 1 with a row long enough to give every
  * lane of its warps along K a 16-byte piece (K >= 128 KW; shorter rows
- * leave warps idle, and the few-column kernel serves them).  Outside,
- * neither the tuner times them nor dispatch picks them. */
+ * leave warps idle, and the few-column kernel serves them), and the
+ * vector-times-matrix kernel M = 1 with N > FEW_COLUMNS.  Up to that N, a
+ * lane per column leaves most of its lanes idle and a cluster's few blocks
+ * alone on the GPU, and the few-column kernel, built for it, was as fast or
+ * faster on all 17 such shapes of two vector suites (H100, bench/reference/
+ * matmul_random/README.md, run 11).  Outside, neither the tuner times them
+ * nor dispatch picks them. */
+#define FEW_COLUMNS 16
 int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K)
 {
   if (strcmp(v->algo, "skinny") == 0)
     return M <= tile_dim(v, 0);
+  if (strcmp(v->algo, "vecmat") == 0)
+    return M <= tile_dim(v, 0) && N > FEW_COLUMNS;
   if (strcmp(v->algo, "gemv") == 0)
     return N <= tile_dim(v, 1);
   if (strcmp(v->algo, "matvec") == 0)
@@ -336,6 +344,7 @@ typedef struct geom {
   int bm, bn, bk, split, cl, bps;
   int unpipelined; /* the short-K kernel: exact K, a wait per chunk */
   int streaming;   /* the few-row and few-column kernels: a chunk's real K */
+  int in_wave;     /* splits K within one wave (kt_matmul_splits_in_wave) */
   double sat;      /* blocks that keep an SM busy (see SATURATE) */
 } geom;
 
@@ -345,7 +354,10 @@ typedef struct geom {
  * tile is (8 / KW) TM x TN rows x columns, K split over its KW warps along
  * K (counted as blocks) and its cluster.  The matrix-times-vector kernel
  * is priced as a few-column one whose lanes read 4 k at a time: its warps
- * along K take turns rather than chunks, but each sums a KW-th of K. */
+ * along K take turns rather than chunks, but each sums a KW-th of K.  The
+ * vector-times-matrix kernel's tile is 1 x 32 TN and a step the 8 KI rows
+ * its warps read at once; it splits K through a cluster, or through a
+ * workspace as the warp tiles do but within one wave. */
 static geom geometry(const kt_variant *v)
 {
   geom g;
@@ -357,7 +369,7 @@ static geom geometry(const kt_variant *v)
   g.cl = v->cluster;
   g.bps = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1;
   g.unpipelined = strcmp(v->algo, "direct") == 0;
-  g.streaming = 0;
+  g.streaming = g.in_wave = 0;
   if (strcmp(v->algo, "skinny") == 0) {
     const int warps = v->threads / 32;
     g.bm = tile_dim(v, 0), g.bn = 32 * tile_dim(v, 1), g.bk = 32;
@@ -369,6 +381,10 @@ static geom geometry(const kt_variant *v)
     g.bn = tile_dim(v, 1), g.bk = 32 * vec * kt_variant_param_int(v, "depth", 4);
     g.cl = v->cluster * kw, g.bps *= kw;
     g.streaming = 1;
+  } else if (strcmp(v->algo, "vecmat") == 0) {
+    g.bm = tile_dim(v, 0), g.bn = 32 * tile_dim(v, 1);
+    g.bk = v->threads / 32 * kt_variant_param_int(v, "depth", 8);
+    g.streaming = g.in_wave = 1;
   }
   if (g.bm <= 0 || g.bn <= 0 || g.bk <= 0 || v->threads < 32) {
     g.bm = g.bn = g.bk = 0, g.sat = 0; /* unknown: never predicted */
@@ -391,7 +407,8 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   const long long tiles = ((M + g->bm - 1) / g->bm) * ((N + g->bn - 1) / g->bn);
   long long chunk = (K + g->bk - 1) / g->bk * g->bk, splits = 1;
   if (g->split > 1)
-    splits = kt_matmul_splits(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk);
+    splits = g->in_wave ? kt_matmul_splits_in_wave(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk)
+                        : kt_matmul_splits(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk);
   else if (g->cl > 1) {
     splits = g->cl;
     chunk = ((K + g->bk - 1) / g->bk + g->cl - 1) / g->cl * g->bk;

@@ -28,6 +28,7 @@ local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }
                       ["32x1"] = { 32, 1 }, ["16x4"] = { 16, 4 }, ["32x4"] = { 32, 4 } }
 local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 } }
 local MATVEC_TILE = { ["2x1"] = { 2, 1 }, ["4x1"] = { 4, 1 }, ["8x1"] = { 8, 1 } }
+local VECMAT_TILE = { ["1x1"] = { 1, 1 }, ["1x2"] = { 1, 2 }, ["1x4"] = { 1, 4 } }
 
 -- Blocks of v an SM holds by its threads, its static shared memory (plus
 -- the 1 KB the hardware reserves per block) and its registers (v.regs a
@@ -349,6 +350,40 @@ local S = {
       constraints = {
         { "the reads in flight fit the registers without spilling (4 DEP TM + 5 TM + 32 <= 255)",
           function(v) return v.regs <= 255 end },
+      },
+    },
+    {
+      algo = "vecmat",
+      template = "templates/matmul_vecmat.cu.tpl",
+      doc = "a row vector times a matrix (M = 1): B read once in coalesced 4-byte rows (any ldb, any alignment), " ..
+        "nothing of A kept on chip, the block's warps taking rows in turns; K split through a cluster, or through " ..
+        "a workspace into as many chunks as fill one wave; sums added in a fixed order; serves M = 1",
+      params = {
+        { "tt", { "1x1", "1x2", "1x4" }, "TM x TN: rows of C (1) x columns per lane (32 apart)", tag = "tt" },
+        { "threads", { 256 }, "threads per block: 8 warps, taking the rows of B in turns", tag = "t" },
+        { "depth", { 8, 16 }, "KI: rows of B each lane has in flight (TN reads each) before their multiply-adds",
+          tag = "d" },
+        { "split", { 1, 64 }, "most chunks K is split into through a workspace (fewer where fewer fill one " ..
+          "wave of blocks); 1 = none", tag = "k" },
+        { "cluster", { 1, 8, 16 }, "blocks per cluster along K (the chunks' sums added through distributed " ..
+          "shared memory; over 8 needs the non-portable opt-in); 1 = none", tag = "c" },
+      },
+      derive = function(v, t)
+        v.tm, v.tn = VECMAT_TILE[v.tt][1], VECMAT_TILE[v.tt][2]
+        v.smem_static = (v.threads // 32) * 32 * v.tn * F -- the warps' column sums
+        v.smem_dynamic = 0
+        -- Registers: the reads in flight and A's values for them, the sums, about 32 more.
+        v.regs = v.depth * (v.tn + 1) + v.tn + 32
+        v.blocks_per_sm = blocks_per_sm(v, t)
+        v.smem_static = v.smem_static + (v.cluster > 1 and 32 * v.tn * F or 0) -- and the block's, for the cluster
+        v.min_cc, v.align = v.cluster > 1 and 90 or 80, 1
+      end,
+      constraints = {
+        { "the reads in flight fit the registers without spilling (KI (TN + 1) + TN + 32 <= 255)",
+          function(v) return v.regs <= 255 end },
+        { "K is split one way: through a workspace or through a cluster, not both, nor neither",
+          function(v) return (v.split > 1) ~= (v.cluster > 1) end },
+        { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
       },
     },
   },

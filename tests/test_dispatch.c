@@ -321,6 +321,45 @@ Test(dispatch, the_matrix_times_vector_kernel_serves_only_long_rows_of_a_contigu
   kt_close(ctx);
 }
 
+static int is_vecmat(const kt_variant *v)
+{
+  return v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "vecmat") == 0;
+}
+
+static int is_skinny(const kt_variant *v)
+{
+  return v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "skinny") == 0;
+}
+
+/* The vector-times-matrix kernel serves M = 1 with more than 16 columns
+ * (fewer are the few-column kernel's): tuned faster than the few-row
+ * kernel, dispatch picks it for one row of many columns, at the tuned
+ * shape and off it, and the few-row kernel for two rows or 16 columns. */
+Test(dispatch, the_vector_times_matrix_kernel_serves_one_row_of_more_than_16_columns)
+{
+  const kt_variant *vm = kt_test_need(is_vecmat, 0, "matmul vecmat");
+  const kt_variant *sk = kt_test_need(is_skinny, 0, "matmul skinny");
+  cr_expect(kt_matmul_serves_shape(vm, 1, 17, 4096));
+  cr_expect(kt_matmul_serves_shape(vm, 1, 9000, 7));
+  cr_expect(!kt_matmul_serves_shape(vm, 1, 16, 4096), "16 columns");
+  cr_expect(!kt_matmul_serves_shape(vm, 2, 4096, 4096), "two rows");
+
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(1, 4096, 4096);
+  kt_measurement m[2] = {kt_test_measure(vm, p, "ok", 0.03), kt_test_measure(sk, p, "ok", 0.06)};
+  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  static const long long shapes[][3] = {{1, 4096, 4096}, {1, 3000, 5000}, {2, 3000, 5000}, {1, 16, 5000}};
+  for (int s = 0; s < 4; ++s) {
+    const long long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+    const kt_choice c = matmul_choice(ctx, M, N, K, A16, K, N, N);
+    cr_expect_str_eq(c.variant, s < 2 ? vm->name : sk->name, "%lldx%lldx%lld: %s", M, N, K, c.reason);
+  }
+  kt_close(ctx);
+}
+
 /* A B that a float4 kernel cannot read in place (ldb not a multiple of 4,
  * or B off a 16-byte boundary) is staged into an aligned copy first, a
  * kernel of its own: worth it where the float4 winner leads by more than
