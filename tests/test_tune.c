@@ -193,13 +193,14 @@ Test(tune_matmul, the_default_shapes_parse)
   kt_problem p[64];
   /* The 12 hand-tuned shapes, the grid {16, 256, 4096}^3 less the two
    * points already among them, one size of 4 with the others from
-   * {256, 4096}, two short-K shapes with N odd (unaligned rows) and four
-   * matrix-times-vector products. */
-  cr_assert_eq(problems("matmul", NULL, NULL, NULL, p, 64), 12 + 27 - 2 + 12 + 2 + 4);
-  int grid = 0, four = 0, odd = 0, vec = 0;
-  for (int i = 0; i < 55; ++i) {
+   * {256, 4096}, two short-K shapes with N odd (unaligned rows), four
+   * matrix-times-vector products and four vector-times-matrix ones. */
+  cr_assert_eq(problems("matmul", NULL, NULL, NULL, p, 64), 12 + 27 - 2 + 12 + 2 + 4 + 4);
+  int grid = 0, four = 0, odd = 0, vec = 0, row = 0;
+  for (int i = 0; i < 59; ++i) {
     odd += p[i].n % 4 != 0 && p[i].k <= 64;
     vec += p[i].n == 1 && p[i].m >= 256 && p[i].k >= 256;
+    row += p[i].m == 1 && p[i].n >= 32 && p[i].k >= 256;
     grid += (p[i].m == 16 || p[i].m == 256 || p[i].m == 4096) && (p[i].n == 16 || p[i].n == 256 || p[i].n == 4096) &&
             (p[i].k == 16 || p[i].k == 256 || p[i].k == 4096);
     four += (p[i].m == 4) + (p[i].n == 4) + (p[i].k == 4) == 1 && (p[i].m * p[i].n * p[i].k) % (4 * 256 * 256) == 0;
@@ -208,6 +209,7 @@ Test(tune_matmul, the_default_shapes_parse)
   cr_expect_eq(four, 12);
   cr_expect_eq(odd, 2);
   cr_expect_eq(vec, 4);
+  cr_expect_eq(row, 4);
 }
 
 Test(tune_matmul, bad_shapes_are_errors)

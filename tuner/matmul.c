@@ -167,7 +167,10 @@ done:
  * times vector products (N = 1), bound by reading A: a short and a long
  * row, each over few and many rows.  The matrix-times-vector kernel serves
  * no other default shape (nor 4096x1x256, whose rows are under 1024), so
- * nothing else calibrates it. */
+ * nothing else calibrates it.  The same for a vector times a matrix (M =
+ * 1), bound by reading B and served by its own kernel only there: few and
+ * many columns, each over a short and a long K (32 columns, as narrow as
+ * a lane per column gets, over the longest). */
 #define DEFAULT_SHAPES                                                                                   \
   "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
   "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536,"                              \
@@ -178,7 +181,8 @@ done:
   "4x256x256,4x256x4096,4x4096x256,4x4096x4096,256x4x256,256x4x4096,4096x4x256,4096x4x4096,256x256x4,"   \
   "256x4096x4,4096x256x4,4096x4096x4,"                                                                   \
   "2048x2047x8,2048x8191x64,"                                                                            \
-  "256x1x4096,4096x1x256,4096x1x4096,1024x1x16384"
+  "256x1x4096,4096x1x256,4096x1x4096,1024x1x16384,"                                                      \
+  "1x256x4096,1x4096x256,1x4096x4096,1x32x16384"
 
 /* One shape (item, as the CLI writes it) into out[*n]: 0, or -1 with a
  * message in err that names where it came from (`where`). */
