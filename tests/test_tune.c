@@ -194,10 +194,12 @@ Test(tune_matmul, the_default_shapes_parse)
   /* The 12 hand-tuned shapes, the grid {16, 256, 4096}^3 less the two
    * points already among them, one size of 4 with the others from
    * {256, 4096}, two short-K shapes with N odd (unaligned rows), four
-   * matrix-times-vector products and four vector-times-matrix ones. */
-  cr_assert_eq(problems("matmul", NULL, NULL, NULL, p, 64), 12 + 27 - 2 + 12 + 2 + 4 + 4);
-  int grid = 0, four = 0, odd = 0, vec = 0, row = 0;
-  for (int i = 0; i < 59; ++i) {
+   * matrix-times-vector products, four vector-times-matrix ones and three
+   * of few rows and few columns over a long K. */
+  cr_assert_eq(problems("matmul", NULL, NULL, NULL, p, 64), 12 + 27 - 2 + 12 + 2 + 4 + 4 + 3);
+  int grid = 0, four = 0, odd = 0, vec = 0, row = 0, few = 0;
+  for (int i = 0; i < 62; ++i) {
+    few += p[i].m <= 8 && p[i].n <= 8 && p[i].k >= 4096;
     odd += p[i].n % 4 != 0 && p[i].k <= 64;
     vec += p[i].n == 1 && p[i].m >= 256 && p[i].k >= 256;
     row += p[i].m == 1 && p[i].n >= 32 && p[i].k >= 256;
@@ -210,6 +212,7 @@ Test(tune_matmul, the_default_shapes_parse)
   cr_expect_eq(odd, 2);
   cr_expect_eq(vec, 4);
   cr_expect_eq(row, 4);
+  cr_expect_eq(few, 3);
 }
 
 Test(tune_matmul, bad_shapes_are_errors)

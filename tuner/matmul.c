@@ -170,7 +170,14 @@ done:
  * nothing else calibrates it.  The same for a vector times a matrix (M =
  * 1), bound by reading B and served by its own kernel only there: few and
  * many columns, each over a short and a long K (32 columns, as narrow as
- * a lane per column gets, over the longest). */
+ * a lane per column gets, over the longest).  Last, three products of a
+ * few rows and a few columns over a long K (8x8x4096, 1x8x16384,
+ * 8x1x16384): the grid's nearest point, 16x16x4096, runs the few-column
+ * kernel's 8-block clusters at twice the time they take on 6 or fewer
+ * rows (16.8 us there, 8.4 at 6x9x15718, H100), so calibrated there alone
+ * the model priced them 1.7 to 2.4 times too slow and sent such calls to
+ * split-K warp tiles at 0.60 to 0.77 of the best (bench/reference/
+ * matmul_random/README.md, run 11). */
 #define DEFAULT_SHAPES                                                                                   \
   "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
   "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536,"                              \
@@ -182,7 +189,8 @@ done:
   "256x4096x4,4096x256x4,4096x4096x4,"                                                                   \
   "2048x2047x8,2048x8191x64,"                                                                            \
   "256x1x4096,4096x1x256,4096x1x4096,1024x1x16384,"                                                      \
-  "1x256x4096,1x4096x256,1x4096x4096,1x32x16384"
+  "1x256x4096,1x4096x256,1x4096x4096,1x32x16384,"                                                        \
+  "8x8x4096,1x8x16384,8x1x16384"
 
 /* One shape (item, as the CLI writes it) into out[*n]: 0, or -1 with a
  * message in err that names where it came from (`where`). */
