@@ -407,8 +407,9 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   const long long tiles = ((M + g->bm - 1) / g->bm) * ((N + g->bn - 1) / g->bn);
   long long chunk = (K + g->bk - 1) / g->bk * g->bk, splits = 1;
   if (g->split > 1)
-    splits = g->in_wave ? kt_matmul_splits_in_wave(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk)
-                        : kt_matmul_splits(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk);
+    splits = g->in_wave
+                 ? kt_matmul_splits_in_wave(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk)
+                 : kt_matmul_splits(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk);
   else if (g->cl > 1) {
     splits = g->cl;
     chunk = ((K + g->bk - 1) / g->bk + g->cl - 1) / g->cl * g->bk;
