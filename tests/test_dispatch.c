@@ -277,14 +277,29 @@ Test(dispatch, misaligned_c_keeps_the_float4_winner)
   kt_close(ctx);
 }
 
-static int is_matvec(const kt_variant *v)
+/* The first variant of the matmul kernel `algo` (in kt_test_nth's order);
+ * the test fails if this build has none. */
+static const kt_variant *need_matmul_algo(const char *algo)
 {
-  return v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "matvec") == 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (kt_registry_find(v->name, NULL) == v && v->family == KT_FAMILY_MATMUL && strcmp(v->algo, algo) == 0)
+      return v;
+  }
+  cr_assert_fail("the registry has no matmul %s variant", algo);
+  return NULL;
 }
 
-static int is_gemv(const kt_variant *v)
+/* A context on a "Test GPU" (sm_90) whose database tuned problem p alone,
+ * where `fast` measured 0.03 ms and `slow` 0.06. */
+static kt_context *open_tuned_fast_slow(const kt_variant *fast, const kt_variant *slow, kt_problem p)
 {
-  return v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "gemv") == 0;
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_measurement m[2] = {kt_test_measure(fast, p, "ok", 0.03), kt_test_measure(slow, p, "ok", 0.06)};
+  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
+  return open_described(&dev, path, NULL);
 }
 
 /* The matrix-times-vector kernel serves N = 1 with rows of at least 128 KW
@@ -293,21 +308,15 @@ static int is_gemv(const kt_variant *v)
  * at the tuned shape and off it, whichever call came first. */
 Test(dispatch, the_matrix_times_vector_kernel_serves_only_long_rows_of_a_contiguous_vector)
 {
-  const kt_variant *mv = kt_test_need(is_matvec, 0, "matmul matvec");
-  const kt_variant *gv = kt_test_need(is_gemv, 0, "matmul gemv");
+  const kt_variant *mv = need_matmul_algo("matvec");
+  const kt_variant *gv = need_matmul_algo("gemv");
   const long long kmin = 128LL * kt_variant_param_int(mv, "kwarps", 0);
   cr_assert_gt(kmin, 0);
   cr_expect(kt_matmul_serves_shape(mv, 300, 1, kmin));
   cr_expect(!kt_matmul_serves_shape(mv, 300, 1, kmin - 1), "a row shorter than 128 KW");
   cr_expect(!kt_matmul_serves_shape(mv, 300, 2, 4096), "two columns");
 
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  kt_problem p = kt_test_matmul_problem(4096, 1, 4096);
-  kt_measurement m[2] = {kt_test_measure(mv, p, "ok", 0.03), kt_test_measure(gv, p, "ok", 0.06)};
-  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
-  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_context *ctx = open_tuned_fast_slow(mv, gv, kt_test_matmul_problem(4096, 1, 4096));
   static const long long shapes[][3] = {{4096, 1, 4096}, {3000, 1, 5000}};
   for (int s = 0; s < 2; ++s) {
     const long long M = shapes[s][0], K = shapes[s][2];
@@ -321,36 +330,20 @@ Test(dispatch, the_matrix_times_vector_kernel_serves_only_long_rows_of_a_contigu
   kt_close(ctx);
 }
 
-static int is_vecmat(const kt_variant *v)
-{
-  return v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "vecmat") == 0;
-}
-
-static int is_skinny(const kt_variant *v)
-{
-  return v->family == KT_FAMILY_MATMUL && strcmp(v->algo, "skinny") == 0;
-}
-
 /* The vector-times-matrix kernel serves M = 1 with more than 16 columns
  * (fewer are the few-column kernel's): tuned faster than the few-row
  * kernel, dispatch picks it for one row of many columns, at the tuned
  * shape and off it, and the few-row kernel for two rows or 16 columns. */
 Test(dispatch, the_vector_times_matrix_kernel_serves_one_row_of_more_than_16_columns)
 {
-  const kt_variant *vm = kt_test_need(is_vecmat, 0, "matmul vecmat");
-  const kt_variant *sk = kt_test_need(is_skinny, 0, "matmul skinny");
+  const kt_variant *vm = need_matmul_algo("vecmat");
+  const kt_variant *sk = need_matmul_algo("skinny");
   cr_expect(kt_matmul_serves_shape(vm, 1, 17, 4096));
   cr_expect(kt_matmul_serves_shape(vm, 1, 9000, 7));
   cr_expect(!kt_matmul_serves_shape(vm, 1, 16, 4096), "16 columns");
   cr_expect(!kt_matmul_serves_shape(vm, 2, 4096, 4096), "two rows");
 
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  kt_problem p = kt_test_matmul_problem(1, 4096, 4096);
-  kt_measurement m[2] = {kt_test_measure(vm, p, "ok", 0.03), kt_test_measure(sk, p, "ok", 0.06)};
-  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
-  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_context *ctx = open_tuned_fast_slow(vm, sk, kt_test_matmul_problem(1, 4096, 4096));
   static const long long shapes[][3] = {{1, 4096, 4096}, {1, 3000, 5000}, {2, 3000, 5000}, {1, 16, 5000}};
   for (int s = 0; s < 4; ++s) {
     const long long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
