@@ -30,6 +30,10 @@ local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, 
 local MATVEC_TILE = { ["2x1"] = { 2, 1 }, ["4x1"] = { 4, 1 }, ["8x1"] = { 8, 1 } }
 local VECMAT_TILE = { ["1x1"] = { 1, 1 }, ["1x2"] = { 1, 2 }, ["1x4"] = { 1, 4 } }
 
+-- The constraint of every kernel with a cluster parameter.
+local CLUSTERS_NEED_SM90 = { "clusters need sm_90 (distributed shared memory)",
+  function(v, t) return v.cluster == 1 or t.cc >= 90 end }
+
 -- Blocks of v an SM holds by its threads, its static shared memory (plus
 -- the 1 KB the hardware reserves per block) and its registers (v.regs a
 -- thread, allocated 8 at a time): the kernels without dynamic shared memory.
@@ -277,7 +281,7 @@ local S = {
         { "at least one block fits an SM", function(v) return v.blocks_per_sm >= 1 end },
         { "the cluster's blocks finish whole rows of the tile (32 TN columns divide the threads)",
           function(v) return v.threads % (32 * v.tn) == 0 end },
-        { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
+        CLUSTERS_NEED_SM90,
       },
       prune = {
         { VEC("reads 16 rows of B deep, tiles 4x1, 4x4, 8x4 and 16x2, clusters of 1, 4, 8 and 16: the rest " ..
@@ -314,7 +318,7 @@ local S = {
         v.min_cc, v.align = v.cluster > 1 and 90 or 80, 1
       end,
       constraints = {
-        { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
+        CLUSTERS_NEED_SM90,
         { "the reads in flight fit the registers without spilling (2 KS (TM + TN) + TM TN + 32 <= 255)",
           function(v) return v.regs <= 255 end },
       },
@@ -370,12 +374,12 @@ local S = {
       },
       derive = function(v, t)
         v.tm, v.tn = VECMAT_TILE[v.tt][1], VECMAT_TILE[v.tt][2]
-        v.smem_static = (v.threads // 32) * 32 * v.tn * F -- the warps' column sums
+        -- The warps' column sums, and the block's for the cluster to read.
+        v.smem_static = ((v.threads // 32) + (v.cluster > 1 and 1 or 0)) * 32 * v.tn * F
         v.smem_dynamic = 0
         -- Registers: the reads in flight and A's values for them, the sums, about 32 more.
         v.regs = v.depth * (v.tn + 1) + v.tn + 32
         v.blocks_per_sm = blocks_per_sm(v, t)
-        v.smem_static = v.smem_static + (v.cluster > 1 and 32 * v.tn * F or 0) -- and the block's, for the cluster
         v.min_cc, v.align = v.cluster > 1 and 90 or 80, 1
       end,
       constraints = {
@@ -383,7 +387,7 @@ local S = {
           function(v) return v.regs <= 255 end },
         { "K is split one way: through a workspace or through a cluster, not both, nor neither",
           function(v) return (v.split > 1) ~= (v.cluster > 1) end },
-        { "clusters need sm_90 (distributed shared memory)", function(v, t) return v.cluster == 1 or t.cc >= 90 end },
+        CLUSTERS_NEED_SM90,
       },
     },
   },
