@@ -131,7 +131,7 @@ static int tile_dim(const kt_variant *v, int second)
  * faster on all 17 such shapes of two vector suites (H100, bench/reference/
  * matmul_random/README.md, run 11).  Outside, neither the tuner times them
  * nor dispatch picks them. */
-#define FEW_COLUMNS 16
+#define FEW_COLUMNS 16 /* the few-column kernel's corner: N <= 16 (staging B stops there too) */
 int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K)
 {
   if (strcmp(v->algo, "skinny") == 0)
@@ -323,18 +323,17 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * holds it.  On an H100 this was the measured cost within a microsecond
  * (4 us for a small B, 16 us for 2048 x 2048).
  *
- * Dispatch stages only where K >= STAGE_MIN_K and N > STAGE_MIN_N.  Below
+ * Dispatch stages only where K >= STAGE_MIN_K and N > FEW_COLUMNS.  Below
  * that K a float4 kernel's time is its stores of C, which on an unaligned
  * C go out a float at a time, and the model, calibrated on aligned calls,
  * predicted them up to twice too fast (H100, bench_matmul_random seeds
  * default and 77, replayed: 3531x1737x5, 850x8546x3 and 4845x6387x22 went
  * to staged warp tiles at 0.45 to 0.74 of the best, which the short-K
- * kernel was); N <= STAGE_MIN_N is the few-column kernel's corner
+ * kernel was); N <= FEW_COLUMNS is the few-column kernel's corner
  * (8575x7x9574 at 0.59).  Both serve any alignment as they are.  Above
  * them, staging won at 1.07 to 1.30 times the best in-place variant on 6
  * of those 96 shapes, all with M over 1000. */
 #define STAGE_MIN_K 32
-#define STAGE_MIN_N 16
 static double stage_ms(long long N, long long K)
 {
   return T_LAUNCH_MS + WORKSPACE_MS + (double)K * (double)(N + kt_matmul_stage_ld(N)) * 4.0 / WORKSPACE_BW;
@@ -538,7 +537,7 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
   const kt_variant *best = NULL, *second = NULL;
   double best_ms = INFINITY, second_ms = INFINITY;
   const double staging = stage_ms(N, K);
-  const int may_stage = K >= STAGE_MIN_K && N > STAGE_MIN_N;
+  const int may_stage = K >= STAGE_MIN_K && N > FEW_COLUMNS;
   double best_stage = 0;
   for (int x = 0; x < m->nvar; ++x) {
     const int staged = kt_matmul_stages(m->var[x], call->B, call->ldb);
