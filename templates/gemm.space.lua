@@ -72,12 +72,16 @@ return {
         -- enough without it.
         -- ptxas compiles the whole kernel within the launch bounds' count
         -- (regs_launch), whatever setmaxnreg gives the consumers later.
+        -- setmaxnreg moves registers only within what the block was
+        -- launched with (regs_launch for each thread): a consumer that asks
+        -- for more than the producer gave up waits forever.
         local share = t.regs_per_sm // v.occ
         v.setmaxnreg = v.wg > 1
         v.regs_producer = 40
         v.regs_launch = math.min(255, share // v.threads // 8 * 8)
         if v.setmaxnreg then
-          v.regs_consumer = math.min(240, ((share // 128 - v.regs_producer) // v.wg) // 8 * 8)
+          local pool = v.regs_launch * v.threads
+          v.regs_consumer = math.min(240, ((pool // 128 - v.regs_producer) // v.wg) // 8 * 8)
         else
           v.regs_consumer = v.regs_launch
         end
