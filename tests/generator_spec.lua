@@ -671,6 +671,29 @@ describe("ktgen", function()
       assert.is_true(drops("sm_80") > 0, "drops on sm_80")
       assert.are.equal(0, drops("sm_90"))
     end)
+
+    -- setmaxnreg moves registers only within what the block was launched
+    -- with: a consumer warpgroup that asks for more than the producer gave
+    -- up waits in setmaxnreg.inc forever.  (A 64-register producer once got
+    -- 224-register consumers from a split counted from the SM's 65536.)
+    it("the Hopper gemm kernel's register split fits the registers its block is launched with", function()
+      local s = load_space("gemm")
+      local problems, checked = {}, 0
+      for _, arch in ipairs(TARGETS) do
+        for _, v in ipairs((enumerate(s, targets.get(arch)))) do
+          if v.algo == "wgmma" and v.setmaxnreg then
+            checked = checked + 1
+            local asked, launched = 128 * (v.regs_producer + v.wg * v.regs_consumer), v.regs_launch * v.threads
+            if asked > launched then
+              problems[#problems + 1] = ("%s %s: %d registers asked, %d launched"):format(arch, v.name, asked,
+                launched)
+            end
+          end
+        end
+      end
+      assert.is_true(checked > 0, "some wgmma variant uses setmaxnreg")
+      assert.are.same({}, problems)
+    end)
   end)
 
   describe("variant names", function()
