@@ -157,13 +157,13 @@ done:
  * point of the grid {16, 256, 4096}^3 (the log-cube of sizes users call,
  * at its corners, edge middles and centre), so that any call has tuned
  * shapes near it, tiny and skinny ones included: dispatch calibrates each
- * variant on the tuned shapes nearest a call (runtime/matmul.c).  Last,
+ * variant on the tuned shapes nearest a call (runtime/matmul.c).  Then
  * one size of 4 with the others from {256, 4096}: two in three calls drawn
  * log-uniformly over 1..16384 have a size under 16, where the grid ends.
  * Then two short-K shapes with N odd (ldb = ldc = N: only the variants that
  * serve any alignment are timed there), so that dispatch calibrates the
  * 4-byte-copy warp tiles against the short-K kernel on unaligned rows,
- * where the former lose more than on aligned ones.  Last, four matrix
+ * where the former lose more than on aligned ones.  Then four matrix
  * times vector products (N = 1), bound by reading A: a short and a long
  * row, each over few and many rows.  The matrix-times-vector kernel serves
  * no other default shape (nor 4096x1x256, whose rows are under 1024), so
