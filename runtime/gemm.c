@@ -172,7 +172,7 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * once per process (pthread_once), not by name at every call; without the
  * table's memory they are parsed per call. */
 typedef struct geometry {
-  int bm, bn, occ, split, persist, wgmma;
+  int bm, bn, occ, split, persist, cluster, wgmma;
 } geometry;
 
 static geometry *geometries;
@@ -182,7 +182,8 @@ static geometry parse_geometry(const kt_variant *v)
 {
   return (geometry){kt_variant_param_int(v, "bm", 0),      kt_variant_param_int(v, "bn", 0),
                     kt_variant_param_int(v, "occ", 0),     kt_variant_param_int(v, "split", 0),
-                    kt_variant_param_int(v, "persist", 0), strcmp(v->algo, "wgmma") == 0};
+                    kt_variant_param_int(v, "persist", 0), v->cluster > 1 ? v->cluster : 1,
+                    strcmp(v->algo, "wgmma") == 0};
 }
 
 static void build_geometries(void)
@@ -220,7 +221,9 @@ static double cost(const kt_variant *v, const kt_device_info *d, int type, int o
     M = N, N = m;
   }
   const long long bk = 128 / kt_gemm_elem_bytes(type);
-  const long long blocks = (M + bm - 1) / bm * ((N + bn - 1) / bn) * batch;
+  /* A cluster's blocks take CLUSTER tile rows together, past M or not. */
+  const long long rows = (M + (long long)bm * g.cluster - 1) / ((long long)bm * g.cluster) * g.cluster;
+  const long long blocks = rows * ((N + bn - 1) / bn) * batch;
   const long long ktiles = (K + bk - 1) / bk;
   const int splits = kt_gemm_splits(blocks, ktiles > INT_MAX ? INT_MAX : (int)ktiles, d->sm_count, occ, split);
   const long long slots = (long long)d->sm_count * occ;

@@ -26,8 +26,8 @@ return {
 
   -- Untuned calls use the first of these that serves the call (the input
   -- type decides); the last, on the CUDA cores, serves every input anywhere.
-  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k1_p1", "gemm_wgmma_f16_128x256_wg2_s4_g8_o1_k1_p1",
-               "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1_p1",
+  defaults = { "gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k1_p1_c1", "gemm_wgmma_f16_128x256_wg2_s4_g8_o1_k1_p1_c1",
+               "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1_p1_c1",
                -- before sm_90: mma.sync
                "gemm_mma_bf16_128x128x32_wp2x2_s3_g8", "gemm_mma_f16_128x128x32_wp2x2_s3_g8",
                "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_bs16" },
@@ -53,6 +53,8 @@ return {
           "(partial sums in a workspace, added in order by a second kernel)", tag = "k" },
         { "persist", { 0, 1 }, "1: OCC blocks per SM loop over the tiles, loading the next tile while the " ..
           "last one is stored; 0: a block per tile", tag = "p" },
+        { "cluster", { 1, 2 }, "blocks per cluster, along M: they share B's slices, each block loading " ..
+          "1 / CLUSTER of them into every block's shared memory (TMA multicast)", tag = "c" },
       },
       derive = function(v, t)
         local ty = TYPES[v.type]
@@ -86,7 +88,7 @@ return {
           v.regs_consumer = v.regs_launch
         end
         v.acc_regs = (v.bm // v.wg) * v.bn // 128
-        v.cluster, v.min_cc, v.align, v.blocks_per_sm = 1, 90, 1, v.occ
+        v.min_cc, v.align, v.blocks_per_sm = 90, 1, v.occ
       end,
       constraints = {
         -- A per-architecture build must drop these variants on any other
@@ -104,6 +106,8 @@ return {
         { "split K runs a block per tile and chunk: its tiles fill less than half a wave, so there is " ..
           "nothing to loop over", function(v) return v.split == 1 or v.persist == 0 end },
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
+        { "split K runs without clusters: a block per tile and chunk, each with a workspace slot of its own",
+          function(v) return v.split == 1 or v.cluster == 1 end },
         { "the accumulators leave a consumer 40 registers for addresses and the epilogue",
           function(v) return v.acc_regs + 40 <= math.min(v.regs_consumer, v.regs_launch) end },
       },
@@ -119,7 +123,14 @@ return {
           "kernel over the whole GPU): at 64x64x65536 it took 19.1 us bf16 against 33 for 128x128 split 16 " ..
           "ways (and 2 TFLOP/s, unsplit, before there was a split); split 128x128 and 128x256 lost wherever " ..
           "they split (1000^3 bf16: 1.89x 128x128 unsplit), and elsewhere they are the unsplit variant"),
-          function(v) return (v.split == 1 and v.bm == 128) or (v.split == 128 and v.bm == 64) end },
+          function(v) return (v.split == 1 and (v.bm == 128 or v.cluster > 1)) or (v.split == 128 and v.bm == 64) end },
+        { "H200 (bench/reference/gemm_tiles/README.md): clusters of 2 only for 64x128, unsplit, a block per " ..
+          "tile: with 8 stages they beat unclustered 64x128 at 1000^3 BF16 and FP16 (1.10-1.13x) and 512^3 " ..
+          "TF32 (1.16x), and lost or tied at the others (0.78-1.00x) but 8192^3, where 128x256 beats both; clustered 128x128 and 128x256 took " ..
+          "0.92-1.21 of their unclustered twins' time and won no suite shape; a persistent clustered 64x128 " ..
+          "only tied the one a block per tile, and the model (a persistent grid pays its fill once) would send " ..
+          "untuned calls to it",
+          function(v) return v.cluster == 1 or (v.bm == 64 and v.persist == 0) end },
       },
     },
     {

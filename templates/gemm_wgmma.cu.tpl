@@ -46,6 +46,19 @@
  * tiles, its producer filling the next tile's stages while the consumers
  * store the last one, so that the epilogue overlaps the loads.
  *
+ * Clusters.  With CLUSTER > 1, CLUSTER blocks of consecutive tile rows (the
+ * same tile column) run as one thread-block cluster and share the slices
+ * of B that they all need: block r of the cluster loads part r of each B
+ * slice (BN / CLUSTER rows) and TMA multicasts it into the same place in
+ * every block's shared memory, completing on each block's own `full`
+ * barrier.  Each block thus reads BM + BN / CLUSTER rows per slice from L2
+ * rather than BM + BN.  A stage may be refilled only when every block of
+ * the cluster has finished with it, so each consumer arrives on the
+ * `empty` barrier of every block in the cluster.  Blocks of a cluster
+ * share each work item (CLUSTER tile rows of one tile column), so they
+ * run the same number of slices; one whose tile row lies past M loads
+ * zeros (TMA) and stores nothing.
+ *
  * Split K.  Where the tiles (times the batch) leave SMs idle, the launcher
  * splits K into up to SPLIT chunks (gridDim.z), each block summing its
  * chunk's k slices into a workspace slot of its own.  A second kernel
@@ -68,6 +81,7 @@ constexpr int GROUP = $(group);                    // tile rows per band of the 
 constexpr int OCC = $(occ);                        // blocks per SM (launch bounds, shared memory, registers)
 constexpr int SPLIT = $(split);                    // most chunks K is split into (1: never)
 constexpr int PERSIST = $(persist);                // 1: OCC blocks per SM loop over the tiles
+constexpr int CLUSTER = $(cluster);                // blocks per cluster, along M, sharing B's slices
 constexpr int RM = BM / WG;                        // rows of the tile per consumer
 constexpr int MI = RM / 64;                        // m64 wgmmas per consumer and k step
 constexpr int KI = $(ki);                          // K of one wgmma instruction
@@ -84,6 +98,9 @@ static_assert(BK * ES == 128, "a slice row is one 128-byte swizzle row");
 static_assert(A_BYTES % 1024 == 0 && B_BYTES % 1024 == 0, "tiles keep the swizzle's 1024-byte alignment");
 static_assert(RM % 64 == 0, "each consumer owns whole m64 tiles");
 static_assert(64 * EPI_LD >= 32 * EPI_LDT, "the transposed chunk fits the epilogue buffer");
+static_assert(SPLIT == 1 || CLUSTER == 1, "split K runs without clusters (a workspace slot per block)");
+static_assert(GROUP % CLUSTER == 0, "a band of the launch order holds whole clusters");
+static_assert((BN / CLUSTER) % CHUNK_ROWS == 0, "each block of a cluster multicasts whole chunks (and 8-row groups) of B");
 
 // ---- mbarriers ---------------------------------------------------------
 static __device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
@@ -97,6 +114,19 @@ static __device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned byt
 static __device__ __forceinline__ void mbar_arrive(unsigned bar)
 {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+// Arrive on the mbarrier at offset `bar` in block `rank` of this cluster
+// (this block's own included).  The arrive hands back a stage that only the
+// tensor cores read, and wgmma.wait_group has seen those reads complete, so
+// it orders nothing else: the default (CTA-scope) release is enough.  A
+// cluster-scope release (.release.cluster) made every k slice wait for it:
+// clustered 128x256 BF16 took 0.33 ms at 4096^3 against 0.18 (H200).
+static __device__ __forceinline__ void mbar_arrive_at(unsigned bar, unsigned rank)
+{
+  asm volatile("{\n .reg .b32 r;\n mapa.shared::cluster.u32 r, %0, %1;\n"
+               " mbarrier.arrive.shared::cluster.b64 _, [r];\n}" ::"r"(bar),
+               "r"(rank)
+               : "memory");
 }
 static __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
 {
@@ -112,29 +142,42 @@ static __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
 
 // One TMA copy of the box at (x, y, batch) of `map` into shared memory at
 // dst, completing on bar: x is the contiguous coordinate (k of a K-major
-// map, the row of an MN-major one).
+// map, the row of an MN-major one).  MC: into dst and onto bar in every
+// block of the cluster (multicast; the same offsets in each).
+template <int MC>
 static __device__ __forceinline__ void tma_load(unsigned dst, const CUtensorMap *map, int x, int y, int batch,
                                                 unsigned bar)
 {
-  asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-               " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
-               "l"((unsigned long long)map), "r"(x), "r"(y), "r"(batch), "r"(bar)
-               : "memory");
+  if constexpr (MC)
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(dst),
+                 "l"((unsigned long long)map), "r"(x), "r"(y), "r"(batch), "r"(bar), "h"((unsigned short)((1 << CLUSTER) - 1))
+                 : "memory");
+  else
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4}], [%5];" ::"r"(dst),
+                 "l"((unsigned long long)map), "r"(x), "r"(y), "r"(batch), "r"(bar)
+                 : "memory");
 }
 
-// Load one operand's slice kt of `rows` rows starting at row0 into dst:
-// K-major, one box of BK x rows; MN-major, rows / CHUNK_ROWS boxes of
-// CHUNK_ROWS x BK, one per chunk.
-template <int MN, int ROWS>
+// Load part `part` of PARTS of one operand's slice kt (ROWS rows starting
+// at row0; a part is ROWS / PARTS of them) into its place in the tile at
+// dst: K-major, one box of BK x ROWS / PARTS rows; MN-major, one box of
+// CHUNK_ROWS x BK per chunk of the part.  PARTS > 1: multicast to the
+// cluster, whose blocks load the other parts.
+template <int MN, int ROWS, int PARTS>
 static __device__ __forceinline__ void tma_slice(unsigned dst, const CUtensorMap *map, int kt, int row0, int batch,
-                                                 unsigned bar)
+                                                 unsigned bar, int part)
 {
+  constexpr int PR = ROWS / PARTS; // rows of one part
+  row0 += part * PR;
   if constexpr (MN) {
+    dst += part * (PR / CHUNK_ROWS) * CHUNK_BYTES;
 #pragma unroll
-    for (int i = 0; i < ROWS / CHUNK_ROWS; ++i)
-      tma_load(dst + i * CHUNK_BYTES, map, row0 + CHUNK_ROWS * i, kt * BK, batch, bar);
+    for (int i = 0; i < PR / CHUNK_ROWS; ++i)
+      tma_load<(PARTS > 1)>(dst + i * CHUNK_BYTES, map, row0 + CHUNK_ROWS * i, kt * BK, batch, bar);
   } else {
-    tma_load(dst, map, kt * BK, row0, batch, bar);
+    tma_load<(PARTS > 1)>(dst + part * PR * 128, map, kt * BK, row0, batch, bar);
   }
 }
 
@@ -267,11 +310,14 @@ template <int N> static __device__ __forceinline__ void wgmma_wait()
 struct tile_at {
   int m, n, b; // tile row, tile column, batch entry
 };
+// With clusters, tiles_m counts rows of clusters (CLUSTER tile rows each),
+// and a band GROUP tile rows.
 static __device__ __forceinline__ tile_at tile_of(long long w, int tiles_m, int tiles_n)
 {
+  constexpr int BAND = GROUP / CLUSTER;
   const long long per_batch = (long long)tiles_m * tiles_n;
-  const int tile = (int)(w % per_batch), per_band = GROUP * tiles_n, band = tile / per_band;
-  const int first_m = band * GROUP, rows_in_band = min(GROUP, tiles_m - first_m);
+  const int tile = (int)(w % per_batch), per_band = BAND * tiles_n, band = tile / per_band;
+  const int first_m = band * BAND, rows_in_band = min(BAND, tiles_m - first_m);
   return {first_m + (tile % per_band) % rows_in_band, (tile % per_band) / rows_in_band, (int)(w / per_batch)};
 }
 
@@ -347,8 +393,14 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
   auto full = [&](int s) { return bars + 8 * s; };
   auto empty = [&](int s) { return bars + 8 * (STAGES + s); };
 
-  const int tiles_m = (M + BM - 1) / BM, tiles_n = (N + BN - 1) / BN;
+  // Work items: CLUSTER tile rows of one tile column, one per cluster;
+  // this block takes row `rank` of each of its cluster's items.
+  const int tiles_m = (M + BM * CLUSTER - 1) / (BM * CLUSTER), tiles_n = (N + BN - 1) / BN;
   const long long work = (long long)tiles_m * tiles_n * batch;
+  unsigned rank = 0;
+  if constexpr (CLUSTER > 1)
+    asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  const long long first = blockIdx.x / CLUSTER, step = gridDim.x / CLUSTER;
   // This block's k slices of each tile: chunk blockIdx.z of gridDim.z, kper
   // slices each.
   const int kfirst = blockIdx.z * kper, klast = min((K + BK - 1) / BK, kfirst + kper);
@@ -358,11 +410,16 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(full(s), 1);   // the producer's arrive, plus the copies' bytes
-      mbar_init(empty(s), WG); // one arrive per consumer warpgroup
+      mbar_init(empty(s), WG * CLUSTER); // one arrive per consumer warpgroup of the cluster
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  // Every block's barriers are set up before any block's copies or
+  // arrives can reach them.
+  if constexpr (CLUSTER > 1)
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  else
+    __syncthreads();
   // Behind a repack, the launcher lets this grid start before the repack
   // ends (programmatic dependent launch): the setup above overlaps its
   // tail, and nothing in global memory is touched before it is done.
@@ -377,16 +434,17 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 @ end
     if (t == 0) {
       unsigned it = 0;
-      for (long long w = blockIdx.x; w < work; w += gridDim.x) {
+      for (long long w = first; w < work; w += step) {
         const tile_at at = tile_of(w, tiles_m, tiles_n);
+        const int m = at.m * CLUSTER + (int)rank;
         for (int kt = 0; kt < ktiles; ++kt, ++it) {
           const int s = it % STAGES, n = it / STAGES;
           if (n > 0)
             mbar_wait(empty(s), (n - 1) & 1);
           mbar_expect_tx(full(s), STAGE_BYTES);
           const unsigned a = tiles + s * STAGE_BYTES;
-          tma_slice<TA, BM>(a, &map_a, kfirst + kt, at.m * BM, at.b, full(s));
-          tma_slice<TB, BN>(a + A_BYTES, &map_b, kfirst + kt, at.n * BN, at.b, full(s));
+          tma_slice<TA, BM, 1>(a, &map_a, kfirst + kt, m * BM, at.b, full(s), 0);
+          tma_slice<TB, BN, CLUSTER>(a + A_BYTES, &map_b, kfirst + kt, at.n * BN, at.b, full(s), (int)rank);
         }
       }
     }
@@ -398,8 +456,19 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
     const int wp = t / 32, l = t % 32;
     const bool quads = ((ldc | stride_c) % 4 == 0) && (((unsigned long long)C & 15) == 0);
     unsigned it = 0;
-    for (long long w = blockIdx.x; w < work; w += gridDim.x) {
+    // Hands stage s back to the producers of every block of the cluster.
+    auto release = [&](int s) {
+      if constexpr (CLUSTER > 1) {
+#pragma unroll
+        for (int r = 0; r < CLUSTER; ++r)
+          mbar_arrive_at(empty(s), r);
+      } else {
+        mbar_arrive(empty(s));
+      }
+    };
+    for (long long w = first; w < work; w += step) {
       const tile_at at = tile_of(w, tiles_m, tiles_n);
+      const int m = at.m * CLUSTER + (int)rank;
       float d[MI][NREG];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
@@ -451,11 +520,11 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
           slice(a, frag[0]);
         wgmma_wait<1>();
         if (kt > 0 && t == 0)
-          mbar_arrive(empty((it - 1) % STAGES));
+          release((it - 1) % STAGES);
       }
       wgmma_wait<0>();
       if (ktiles > 0 && t == 0)
-        mbar_arrive(empty((it - 1) % STAGES));
+        release((it - 1) % STAGES);
 
       if (gridDim.z > 1) {
         /*
@@ -499,7 +568,7 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 #pragma unroll
         for (int q = 0; q < BN / 32; ++q) {
           consumer_sync(c); // the last chunk is read
-          const int row0 = at.m * BM + c * RM + mi * 64, col0 = at.n * BN + 32 * q;
+          const int row0 = m * BM + c * RM + mi * 64, col0 = at.n * BN + 32 * q;
           if constexpr (CT) {
 #pragma unroll
             for (int jj = 0; jj < 4; ++jj)
@@ -539,6 +608,11 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
         }
     }
   }
+  // A block's shared memory and barriers go when it exits: none may leave
+  // while a consumer of another block of its cluster can still arrive on
+  // its `empty` barriers.
+  if constexpr (CLUSTER > 1)
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
 }
 
 /*
@@ -668,6 +742,9 @@ static const kernel_fn kernels[4] = {$(name)<0, 0, 0>, NULL, $(name)<1, 0, 0>, $
 static const reduce_fn reduces[4] = {$(name)_reduce<0, 0>, NULL, $(name)_reduce<1, 0>, $(name)_reduce<1, 1>};
 @ end
 static kt_launch_once once[4];
+// Clusters of CLUSTER blocks that run at once, per layout and device (0:
+// not yet asked; persistent clustered variants only).
+static int active_clusters[4][KT_LAUNCH_MAX_DEVICES];
 
 extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
 {
@@ -734,27 +811,51 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (err == cudaSuccess)
     err = swap ? make_map(&map_a, B, 1, a->N, a->K, ldb, sb, a->batch, BM)
                : make_map(&map_a, A, ta, a->M, a->K, lda, sa, a->batch, BM);
-  if (err == cudaSuccess)
-    err = swap ? make_map(&map_b, A, 0, a->M, a->K, lda, sa, a->batch, BN)
-               : make_map(&map_b, B, tb, a->N, a->K, ldb, sb, a->batch, BN);
+  if (err == cudaSuccess) /* each block of a cluster loads BN / CLUSTER rows of B's slices */
+    err = swap ? make_map(&map_b, A, 0, a->M, a->K, lda, sa, a->batch, BN / CLUSTER)
+               : make_map(&map_b, B, tb, a->N, a->K, ldb, sb, a->batch, BN / CLUSTER);
 
-  /* A block per tile (each block loops where there are more than a grid
-   * holds), or, persistent, OCC per SM looping over them all. */
-  const long long cap = PERSIST ? (long long)a->sm_count * OCC : 0x7fffffffLL;
   /* A kernel of ours that follows another of ours may start as that one's
    * blocks finish; it waits (griddepcontrol.wait) before touching memory. */
-  cudaLaunchAttribute early;
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attrs[2];
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = CLUSTER, attrs[0].val.clusterDim.y = 1, attrs[0].val.clusterDim.z = 1;
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = CLUSTER > 1 ? attrs : attrs + 1;
+  cfg.numAttrs = (CLUSTER > 1) + (pack_a || pack_b ? 1 : 0); // clusters; after a repack of ours
+  /* A cluster per work item (each looping where there are more than a
+   * grid holds), or, persistent, as many as run at once, each looping over
+   * them all: OCC blocks per SM without clusters; with them, what the
+   * GPU's SMs hold of whole clusters (fewer where a GPC's SMs do not
+   * divide into clusters). */
+  const long long items = (long long)((M + BM * CLUSTER - 1) / (BM * CLUSTER)) * ((N + BN - 1) / BN) * a->batch;
+  long long cap = 0x7fffffffLL / CLUSTER;
+  if (PERSIST)
+    cap = (long long)a->sm_count * OCC / CLUSTER;
+  if (PERSIST && CLUSTER > 1 && err == cudaSuccess) {
+    int dev = 0, n = 0;
+    err = cudaGetDevice(&dev);
+    if (err == cudaSuccess && dev >= 0 && dev < KT_LAUNCH_MAX_DEVICES)
+      n = __atomic_load_n(&active_clusters[layout][dev], __ATOMIC_RELAXED);
+    if (err == cudaSuccess && n == 0) {
+      cfg.gridDim = dim3((unsigned)(cap * CLUSTER));
+      err = cudaOccupancyMaxActiveClusters(&n, (const void *)kernel, &cfg);
+      if (err == cudaSuccess && n < 1)
+        err = cudaErrorInvalidConfiguration; /* not one cluster fits: say so rather than hang */
+      if (err == cudaSuccess && dev >= 0 && dev < KT_LAUNCH_MAX_DEVICES)
+        __atomic_store_n(&active_clusters[layout][dev], n, __ATOMIC_RELAXED);
+    }
+    if (n > 0 && n < cap)
+      cap = n;
+  }
   if (err == cudaSuccess) {
-    cudaLaunchConfig_t cfg = {};
     // The chunks of K on z: no block waits for another, so any order runs.
-    cfg.gridDim = dim3((unsigned)(work < cap ? work : cap), 1, (unsigned)splits);
-    cfg.blockDim = dim3(THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cfg.attrs = &early;
-    cfg.numAttrs = pack_a || pack_b ? 1 : 0; // after a repack of ours
+    cfg.gridDim = dim3((unsigned)((items < cap ? items : cap) * CLUSTER), 1, (unsigned)splits);
     err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, a->C, a->ldc, a->stride_c, M, N, a->K, a->alpha, a->beta,
                              a->batch, kper, ws);
   }
@@ -763,13 +864,13 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     if (blocks > 0x7fffffffLL) {
       err = cudaErrorInvalidConfiguration;
     } else {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3((unsigned)blocks);
-      cfg.blockDim = dim3(256);
-      cfg.stream = stream;
-      cfg.attrs = &early;
-      cfg.numAttrs = 1;
-      err = cudaLaunchKernelEx(&cfg, reduces[layout], (const float4 *)ws, a->C, a->ldc, a->stride_c, M, N, a->alpha,
+      cudaLaunchConfig_t rc = {};
+      rc.gridDim = dim3((unsigned)blocks);
+      rc.blockDim = dim3(256);
+      rc.stream = stream;
+      rc.attrs = attrs + 1;
+      rc.numAttrs = 1;
+      err = cudaLaunchKernelEx(&rc, reduces[layout], (const float4 *)ws, a->C, a->ldc, a->stride_c, M, N, a->alpha,
                                a->beta, work, splits);
     }
   }

@@ -694,6 +694,27 @@ describe("ktgen", function()
       assert.is_true(checked > 0, "some wgmma variant uses setmaxnreg")
       assert.are.same({}, problems)
     end)
+
+    -- A cluster's blocks each multicast one part of B's slice: whole TMA
+    -- chunks (128 bytes of rows, MN-major) and so whole 8-row swizzle
+    -- groups (K-major).  Split K has no clustered form (a workspace slot per
+    -- block).  And some clustered variant is kept, so that the GPU tests
+    -- run the multicast path at all.
+    it("the Hopper gemm kernel's clusters multicast whole chunks of B, never split K, and are built", function()
+      local s = load_space("gemm")
+      local problems, clustered = {}, 0
+      for _, v in ipairs((enumerate(s, targets.get("sm_90")))) do
+        if v.algo == "wgmma" and v.cluster > 1 then
+          clustered = clustered + 1
+          local part = v.bn // v.cluster
+          if part % (128 // v.es) ~= 0 or v.split ~= 1 then
+            problems[#problems + 1] = ("%s: %d rows of B per block, split %d"):format(v.name, part, v.split)
+          end
+        end
+      end
+      assert.is_true(clustered > 0, "some wgmma variant runs in clusters")
+      assert.are.same({}, problems)
+    end)
   end)
 
   describe("variant names", function()
