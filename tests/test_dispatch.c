@@ -1053,7 +1053,7 @@ static const char *tf32_choice(kt_context *ctx, kt_op op_b, long long M, long lo
 Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
 {
   const kt_variant *big = kt_registry_find("gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1_p0_c1", NULL);
-  const kt_variant *small = kt_registry_find("gemm_wgmma_tf32_64x128_wg1_s6_g8_o1_k128_p0_c1", NULL);
+  const kt_variant *small = kt_registry_find("gemm_wgmma_tf32_64x128_wg1_s8_g8_o1_k128_p0_c1", NULL);
   if (!big || !small)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
   char path[PATH_MAX];
