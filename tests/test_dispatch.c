@@ -1080,3 +1080,43 @@ Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
   cr_assert_str_eq(tf32_choice(ctx, KT_OP_T, 128, 8192, 4096, &c), big->name, "nt 128x8192: %s", c.reason);
   kt_close(ctx);
 }
+
+/* A cluster of the Hopper kernel takes CLUSTER tile rows at once, past M or
+ * not, so dispatch's model must price its idle blocks.  64 x 128 tiles in
+ * clusters of two and alone, equally fast at 4096^3 (the clustered one a
+ * hair ahead) on 4 SMs: at M = 128 both run 64 blocks and the measured
+ * order stands; at M = 64 the cluster's second block has no rows, twice
+ * the blocks for the same work, so the unclustered variant goes first. */
+Test(dispatch, a_clusters_blocks_past_m_are_priced)
+{
+  const kt_variant *pair = kt_registry_find("gemm_wgmma_bf16_64x128_wg1_s8_g8_o1_k1_p0_c2", NULL);
+  const kt_variant *alone = kt_registry_find("gemm_wgmma_bf16_64x128_wg1_s8_g8_o1_k128_p0_c1", NULL);
+  if (!pair || !alone)
+    cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  dev.sm_count = 4;
+  kt_device_fingerprint(&dev);
+  kt_problem p;
+  memset(&p, 0, sizeof p);
+  p.family = KT_FAMILY_GEMM;
+  p.m = p.n = p.k = 4096;
+  p.dim[3] = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
+  kt_measurement m[2] = {kt_test_measure(pair, p, "ok", 1.00), kt_test_measure(alone, p, "ok", 1.01)};
+  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_matmul_desc d;
+  memset(&d, 0, sizeof d);
+  d.type = KT_BF16, d.op_a = KT_OP_N, d.op_b = KT_OP_N;
+  d.N = 4096, d.K = 4096, d.batch = 1, d.alpha = 1.0f;
+  d.A = A16, d.lda = d.K, d.B = B16, d.ldb = d.N, d.C = (float *)C16, d.ldc = d.N;
+  kt_choice c;
+  d.M = 128;
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
+  cr_assert_str_eq(c.variant, pair->name, "M = 128: %s", c.reason);
+  d.M = 64;
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
+  cr_assert_str_eq(c.variant, alone->name, "M = 64: %s", c.reason);
+  kt_close(ctx);
+}
