@@ -1044,6 +1044,28 @@ static const char *tf32_choice(kt_context *ctx, kt_op op_b, long long M, long lo
   return c->variant;
 }
 
+/* A context on a test GPU of 4 SMs (sm_90) whose database has tuned 4096^3
+ * in each of `layouts` (kt_gemm_layout), with `a` at 1.00 ms and `b` a hair
+ * behind at 1.01. */
+static kt_context *gemm_pair_tuned(const kt_variant *a, const kt_variant *b, const long long *layouts, int n)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  dev.sm_count = 4;
+  kt_device_fingerprint(&dev);
+  for (int i = 0; i < n; ++i) {
+    kt_problem p;
+    memset(&p, 0, sizeof p);
+    p.family = KT_FAMILY_GEMM;
+    p.m = p.n = p.k = 4096;
+    p.dim[3] = layouts[i];
+    kt_measurement m[2] = {kt_test_measure(a, p, "ok", 1.00), kt_test_measure(b, p, "ok", 1.01)};
+    cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
+  }
+  return open_described(&dev, path, NULL);
+}
+
 /* The Hopper TF32 kernel runs op N, N as its transpose, C^T = B^T A^T
  * (kt_gemm_tf32_swaps), so its tiles cover N x M: dispatch's model must
  * price them so.  Two variants equally fast at 4096^3 (the 128 x 256 one a
@@ -1056,21 +1078,8 @@ Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
   const kt_variant *small = kt_registry_find("gemm_wgmma_tf32_64x128_wg1_s8_g8_o1_k128_p0_c1", NULL);
   if (!big || !small)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  dev.sm_count = 4;
-  kt_device_fingerprint(&dev);
-  for (int op_b = KT_OP_N; op_b <= KT_OP_T; ++op_b) {
-    kt_problem p;
-    memset(&p, 0, sizeof p);
-    p.family = KT_FAMILY_GEMM;
-    p.m = p.n = p.k = 4096;
-    p.dim[3] = kt_gemm_layout(KT_TF32, KT_OP_N, op_b);
-    kt_measurement m[2] = {kt_test_measure(big, p, "ok", 1.00), kt_test_measure(small, p, "ok", 1.01)};
-    cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
-  }
-  kt_context *ctx = open_described(&dev, path, NULL);
+  const long long layouts[2] = {kt_gemm_layout(KT_TF32, KT_OP_N, KT_OP_N), kt_gemm_layout(KT_TF32, KT_OP_N, KT_OP_T)};
+  kt_context *ctx = gemm_pair_tuned(big, small, layouts, 2);
   kt_choice c;
   cr_assert_str_eq(tf32_choice(ctx, KT_OP_N, 4096, 4096, 4096, &c), big->name, "the measured winner");
   cr_assert_str_eq(c.matched, "4096x4096x4096 tf32 nn");
@@ -1093,19 +1102,8 @@ Test(dispatch, a_clusters_blocks_past_m_are_priced)
   const kt_variant *alone = kt_registry_find("gemm_wgmma_bf16_64x128_wg1_s8_g8_o1_k128_p0_c1", NULL);
   if (!pair || !alone)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  dev.sm_count = 4;
-  kt_device_fingerprint(&dev);
-  kt_problem p;
-  memset(&p, 0, sizeof p);
-  p.family = KT_FAMILY_GEMM;
-  p.m = p.n = p.k = 4096;
-  p.dim[3] = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
-  kt_measurement m[2] = {kt_test_measure(pair, p, "ok", 1.00), kt_test_measure(alone, p, "ok", 1.01)};
-  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
-  kt_context *ctx = open_described(&dev, path, NULL);
+  const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
+  kt_context *ctx = gemm_pair_tuned(pair, alone, &layout, 1);
   kt_matmul_desc d;
   memset(&d, 0, sizeof d);
   d.type = KT_BF16, d.op_a = KT_OP_N, d.op_b = KT_OP_N;
