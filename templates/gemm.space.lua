@@ -43,7 +43,7 @@ return {
       params = {
         { "type", { "bf16", "f16", "tf32" }, "input type; FP32 accumulation", tag = "" },
         { "bm", { 64, 128 }, "BM: rows of C per block", tag = "" },
-        { "bn", { 128, 256 }, "BN: columns of C per block (wgmma's N)", join = "x" },
+        { "bn", { 64, 128, 256 }, "BN: columns of C per block (wgmma's N)", join = "x" },
         { "wg", { 1, 2 }, "consumer warpgroups; each owns BM / wg rows", tag = "wg" },
         { "stages", { 3, 4, 5, 6, 7, 8 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
@@ -105,12 +105,14 @@ return {
         { "each consumer owns one m64 tile (BM 64 with one consumer, 128 with two): the shape the epilogue " ..
           "and the register split are laid out for", function(v) return v.bm // v.wg == 64 end },
         { "BN 256 with BM 128 only: a 64x256 block's one consumer would hold 128 accumulators beside a " ..
-          "producer with nothing to give (no setmaxnreg with one consumer)", function(v) return v.bn == 128 or v.bm == 128 end },
+          "producer with nothing to give (no setmaxnreg with one consumer)", function(v) return v.bn <= 128 or v.bm == 128 end },
         { "split K runs a block per tile and chunk: its tiles fill less than half a wave, so there is " ..
           "nothing to loop over", function(v) return v.split == 1 or v.persist == 0 end },
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
         { "split K runs without clusters: a block per tile and chunk, each with a workspace slot of its own",
           function(v) return v.split == 1 or v.cluster == 1 end },
+        { "each block of a cluster multicasts whole TMA chunks of B (128 bytes of columns when B is MN-major)",
+          function(v) return (v.bn // v.cluster) % (128 // v.es) == 0 end },
         { "the accumulators leave a consumer 40 registers for addresses and the epilogue",
           function(v) return v.acc_regs + 40 <= math.min(v.regs_consumer, v.regs_launch) end },
       },
@@ -134,6 +136,10 @@ return {
           "only tied the one a block per tile, and the model (a persistent grid pays its fill once) would send " ..
           "untuned calls to it",
           function(v) return v.cluster == 1 or (v.bm == 64 and v.persist == 0) end },
+        { "H200 (bench/reference/gemm_tiles/README.md): BN 64 only with BM 64: 64x64 won 512^3 (1.05-1.15x " ..
+          "over the best wider tile), 64x64x65536 (1.04-1.06x) and 128x128x64 (1.03-1.28x); 128x64 won by more " ..
+          "than 1% only at 128x128x64 FP16 and 512^3 TF32, where 64x64 is within 2% of it",
+          function(v) return v.bn >= 128 or v.bm == 64 end },
       },
     },
     {
