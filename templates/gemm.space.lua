@@ -45,7 +45,8 @@ return {
         { "bm", { 64, 128 }, "BM: rows of C per block", tag = "" },
         { "bn", { 64, 128, 256 }, "BN: columns of C per block (wgmma's N)", join = "x" },
         { "wg", { 1, 2 }, "consumer warpgroups; each owns BM / wg rows", tag = "wg" },
-        { "stages", { 3, 4, 5, 6, 7, 8 }, "K slices in shared memory, filled by TMA while the consumers work", tag = "s" },
+        { "stages", { 3, 4, 5, 6, 7, 8 }, "K slices in shared memory, filled by TMA while the consumers work",
+          tag = "s" },
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
         { "occ", { 1, 2 }, "blocks per SM: 2 overlaps one block's prologue and epilogue with the other's loop",
           tag = "o" },
@@ -129,12 +130,12 @@ return {
           "ways (and 2 TFLOP/s, unsplit, before there was a split); split 128x128 and 128x256 lost wherever " ..
           "they split (1000^3 bf16: 1.89x 128x128 unsplit), and elsewhere they are the unsplit variant"),
           function(v) return (v.split == 1 and (v.bm == 128 or v.cluster > 1)) or (v.split == 128 and v.bm == 64) end },
-        { "H200 (bench/reference/gemm_tiles/README.md): clusters of 2 only for 64x128, unsplit, a block per " ..
-          "tile: with 8 stages they beat unclustered 64x128 at 1000^3 BF16 and FP16 (1.10-1.13x) and 512^3 " ..
-          "TF32 (1.16x), and lost or tied at the others (0.78-1.00x) but 8192^3, where 128x256 beats both; clustered 128x128 and 128x256 took " ..
-          "0.92-1.21 of their unclustered twins' time and won no suite shape; a persistent clustered 64x128 " ..
-          "only tied the one a block per tile, and the model (a persistent grid pays its fill once) would send " ..
-          "untuned calls to it",
+        { "H200 (bench/reference/gemm_tiles/README.md): clusters of 2 only for 64-row tiles, unsplit, a block " ..
+          "per tile: 64x128 with 8 stages beat unclustered 64x128 at 1000^3 BF16 and FP16 (1.10-1.13x) and " ..
+          "512^3 TF32 (1.16x), and lost or tied at the others (0.78-1.00x) but 8192^3, where 128x256 beats " ..
+          "both; clustered 128x128 and 128x256 took 0.92-1.21 of their unclustered twins' time and won no " ..
+          "suite shape; a persistent clustered 64x128 only tied the one a block per tile, and the model (a " ..
+          "persistent grid pays its fill once) would send untuned calls to it",
           function(v) return v.cluster == 1 or (v.bm == 64 and v.persist == 0) end },
         { "H200 (bench/reference/gemm_tiles/README.md): BN 64 only with BM 64: 64x64 won 512^3 (1.05-1.15x " ..
           "over the best wider tile), 64x64x65536 (1.04-1.06x) and 128x128x64 (1.03-1.28x); 128x64 won by more " ..
