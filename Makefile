@@ -385,6 +385,12 @@ bench: all $(TOOL_OBJS) $(BENCH_BINS)
 	$(Q)./build/bench_gemm $(DB_ARG) --out bench/results
 build/bench_gemm: templates/gemm_common.cuh
 
+# Matmul dispatch replayed over measured suites, on the CPU
+# (bench/replay_dispatch.c): not part of `make bench`, which measures.
+build/replay_dispatch: bench/replay_dispatch.c build/libktune.a
+	$(call say,CC,$<)
+	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -o $@ $< build/libktune.a $(LIBS)
+
 # ---- installing ----------------------------------------------------------
 # Under $(DATADIR)/ktune: the kernels' sources, for reading what `ktune
 # explain` names (those of this build only: an earlier install's go), and
