@@ -268,7 +268,8 @@ int main(int argc, char **argv)
       r[n] = fmin(1.0, s[i].oracle_ms / ms);
       idx[n++] = i;
       if (verbose)
-        printf("  %-20s %-8s %.3f %s\n", s[i].name, s[i].kind, s[i].oracle_ms / ms, ch.variant);
+        printf("  %-20s %-8s %.3f %s (measured %.4f ms, the oracle %.4f): %s\n", s[i].name, s[i].kind,
+               s[i].oracle_ms / ms, ch.variant, ms, s[i].oracle_ms, ch.reason);
     }
     /* The worst few, before summary() sorts r. */
     int order[MAX_SHAPES];
