@@ -190,19 +190,22 @@ Test(tune_matmul, shapes_are_read_in_order)
 
 Test(tune_matmul, the_default_shapes_parse)
 {
-  kt_problem p[64];
+  kt_problem p[80];
   /* The 12 hand-tuned shapes, the grid {16, 256, 4096}^3 less the two
    * points already among them, one size of 4 with the others from
    * {256, 4096}, two short-K shapes with N odd (unaligned rows), four
-   * matrix-times-vector products, four vector-times-matrix ones and three
-   * of few rows and few columns over a long K. */
-  cr_assert_eq(problems("matmul", NULL, NULL, NULL, p, 64), 12 + 27 - 2 + 12 + 2 + 4 + 4 + 3);
-  int grid = 0, four = 0, odd = 0, vec = 0, row = 0, few = 0;
-  for (int i = 0; i < 62; ++i) {
+   * matrix-times-vector products, four vector-times-matrix ones, three
+   * of few rows and few columns over a long K and three vector products
+   * over a short K. */
+  const int n = problems("matmul", NULL, NULL, NULL, p, 80);
+  cr_assert_eq(n, 12 + 27 - 2 + 12 + 2 + 4 + 4 + 3 + 3);
+  int grid = 0, four = 0, odd = 0, vec = 0, row = 0, few = 0, short_vec = 0;
+  for (int i = 0; i < n; ++i) {
     few += p[i].m <= 8 && p[i].n <= 8 && p[i].k >= 4096;
-    odd += p[i].n % 4 != 0 && p[i].k <= 64;
+    odd += p[i].n % 4 != 0 && p[i].n > 1 && p[i].k <= 64;
     vec += p[i].n == 1 && p[i].m >= 256 && p[i].k >= 256;
     row += p[i].m == 1 && p[i].n >= 32 && p[i].k >= 256;
+    short_vec += (p[i].m == 1 || p[i].n == 1) && p[i].k == 16;
     grid += (p[i].m == 16 || p[i].m == 256 || p[i].m == 4096) && (p[i].n == 16 || p[i].n == 256 || p[i].n == 4096) &&
             (p[i].k == 16 || p[i].k == 256 || p[i].k == 4096);
     four += (p[i].m == 4) + (p[i].n == 4) + (p[i].k == 4) == 1 && (p[i].m * p[i].n * p[i].k) % (4 * 256 * 256) == 0;
@@ -213,6 +216,7 @@ Test(tune_matmul, the_default_shapes_parse)
   cr_expect_eq(vec, 4);
   cr_expect_eq(row, 4);
   cr_expect_eq(few, 3);
+  cr_expect_eq(short_vec, 3);
 }
 
 Test(tune_matmul, bad_shapes_are_errors)
