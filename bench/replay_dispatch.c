@@ -282,9 +282,9 @@ int main(int argc, char **argv)
           order[i] = order[j], order[j] = t;
         }
     char worst[512] = "";
-    for (int i = 0, w = 0; i < n && i < WORST; ++i)
-      w += snprintf(worst + w, sizeof worst - (size_t)w, "%s%s %.2f", i ? ", " : "", s[idx[order[i]]].name,
-                    r[order[i]]);
+    for (int i = 0, w = 0; i < n && i < WORST && w >= 0 && w < (int)sizeof worst; ++i)
+      w +=
+          snprintf(worst + w, sizeof worst - (size_t)w, "%s%s %.2f", i ? ", " : "", s[idx[order[i]]].name, r[order[i]]);
     for (int i = 0; i < n && nall < (int)(sizeof all / sizeof all[0]); ++i)
       all[nall++] = r[i];
     double gm, p10, mn;
