@@ -519,21 +519,29 @@ static uint64_t cache_key(long long M, long long N, long long K, int align_class
 static const kt_variant *predict(const model *m, const kt_device_info *d, long long M, long long N, long long K,
                                  int wide, const matmul_call *call, kt_choice *out)
 {
-  double lw[64 * 4];
+  /* Each tuned problem's weight, exp(lw - lwmax), over every problem the
+   * database holds (a user's tunes add the shapes it called); on the
+   * stack up to a few hundred. */
+  double stack_w[256];
+  const int np = m->nprob;
+  double *w = np <= (int)(sizeof stack_w / sizeof stack_w[0]) ? stack_w : malloc(sizeof *w * (size_t)np);
+  if (!w)
+    return NULL; /* the nearest tuned problem's ranking serves */
   double lwmax = -INFINITY;
   const double lm = ln_pos(M), ln = ln_pos(N), lk = ln_pos(K);
-  const int np = m->nprob < (int)(sizeof lw / sizeof lw[0]) ? m->nprob : (int)(sizeof lw / sizeof lw[0]);
   int near = 0;
   for (int j = 0; j < np; ++j) {
     const double dd = sq(lm - m->lshape[j][0]) + sq(ln - m->lshape[j][1]) + sq(lk - m->lshape[j][2]);
-    lw[j] = -dd / (2 * SIGMA * SIGMA);
+    w[j] = -dd / (2 * SIGMA * SIGMA);
     if ((m->prob[j].problem.n % 4 != 0) == wide) /* a tuned row alignment unlike the call's */
-      lw[j] -= ALIGN_LOGW;
-    if (lw[j] > lwmax) {
-      lwmax = lw[j];
+      w[j] -= ALIGN_LOGW;
+    if (w[j] > lwmax) {
+      lwmax = w[j];
       near = j;
     }
   }
+  for (int j = 0; j < np; ++j)
+    w[j] = exp(w[j] - lwmax);
   const kt_variant *best = NULL, *second = NULL;
   double best_ms = INFINITY, second_ms = INFINITY;
   const double staging = stage_ms(N, K);
@@ -549,9 +557,8 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
       const double e = m->eff[(size_t)x * m->nprob + j];
       if (e != e) /* NAN: not measured there */
         continue;
-      const double w = exp(lw[j] - lwmax);
-      num += w * e;
-      den += w;
+      num += w[j] * e;
+      den += w[j];
     }
     if (!(den > 1e-12))
       continue;
@@ -582,6 +589,8 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
     snprintf(out->reason, sizeof out->reason, "%s", why);
     snprintf(out->source, sizeof out->source, "%s", m->prob[near].source ? m->prob[near].source : "");
   }
+  if (w != stack_w)
+    free(w);
   return best;
 }
 

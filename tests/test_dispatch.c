@@ -992,6 +992,44 @@ Test(dispatch, a_call_of_a_few_microseconds_avoids_the_workspace_split)
   kt_close(ctx);
 }
 
+/* The model weighs every tuned problem the database holds, however many
+ * tunes of an application's calls have added: here 299 far shapes where
+ * one pipeline depth wins, sorted (as the context loads them) before the
+ * only shape near the call, where the other depth wins.  The model once
+ * read the first 256 problems alone, and took the far shapes' winner. */
+Test(dispatch, the_model_weighs_every_tuned_problem)
+{
+  const char *s3 = "matmul_wt_128x256x8_tt8x16_w4_s3_v4_g8_o1_k1_c1",
+             *s4 = "matmul_wt_128x256x8_tt8x16_w4_s4_v4_g8_o1_k1_c1";
+  const kt_variant *v3 = kt_registry_find(s3, NULL), *v4 = kt_registry_find(s4, NULL);
+  cr_assert(v3 && v4, "the registry lacks %s or %s: pick two variants that differ only in their stages", s3, s4);
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  static kt_measurement m[600];
+  kt_problem p[300];
+  for (int k = 1; k <= 300; ++k) {
+    char key[64];
+    snprintf(key, sizeof key, k < 300 ? "1x1x%d" : "9000x9000x9000", k);
+    cr_assert_eq(kt_matmul_ops.parse(key, &p[k - 1]), KT_OK, "%s", key);
+    const int far = k < 300;
+    m[2 * k - 2] = kt_test_measure(v3, p[k - 1], "ok", far ? 0.01 : 2.0);
+    m[2 * k - 1] = kt_test_measure(v4, p[k - 1], "ok", far ? 0.02 : 1.0);
+  }
+  kt_db *db = NULL;
+  char err[512] = "";
+  cr_assert_eq(kt_db_open(&db, path, KT_DB_WRITE, err, sizeof err), KT_OK, "kt_db_open: %s", err);
+  cr_assert_eq(kt_db_record(db, &dev, kt_registry_generator_version, m, 600, err, sizeof err), KT_OK, "%s", err);
+  for (int i = 0; i < 300; ++i)
+    cr_assert_eq(kt_db_rank(db, dev.fingerprint, kt_registry_generator_version, &p[i], err, sizeof err), 2, "%s", err);
+  kt_db_close(db);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  const kt_choice c = matmul_choice(ctx, 8000, 8000, 8000, A16, 8000, 8000, 8000);
+  cr_expect_str_eq(c.variant, s4, "8000x8000x8000: got %s (%s)", c.variant, c.reason);
+  cr_expect_str_eq(c.matched, "9000x9000x9000");
+  kt_close(ctx);
+}
+
 /* Tuned gemm problems are keyed by shape and layout (input type and op
  * pair): a call takes its own layout's nearest shape, another op pair of
  * its type only when its layout was not tuned, another type last. */
