@@ -180,10 +180,11 @@ done:
  * matmul_random/README.md, run 11).  And three vector products over a
  * short K (16x1x16, 256x1x16, 1x256x16): the matrix-times-vector and
  * vector-times-matrix shapes above all have K >= 256, and a call drawn
- * log-uniformly has K under 32 one time in three; replayed over ten
- * suites' every-variant times on an H200 (bench/replay_dispatch.c), the
- * three, picked one by one from 46 candidate shapes on four seeds, lifted
- * dispatch on three other seeds from 0.972 to 0.976 of the best. */
+ * log-uniformly has K under 32 one time in three.  Picked one at a time
+ * from 46 candidate shapes by replaying dispatch (bench/replay_dispatch.c)
+ * over four seeds' suites measured on an H200, they lifted it on three
+ * other seeds' from 0.972 to 0.976 of the best, and on eleven H100 suites
+ * from 0.9715 to 0.9764 (bench/reference/matmul_random/README.md, run 13). */
 #define DEFAULT_SHAPES                                                                                   \
   "512x512x512,1024x1024x1024,2048x2048x2048,4096x4096x4096,8192x8192x8192,4096x4096x256,128x8192x8192," \
   "8192x128x8192,16384x16384x64,1000x1000x1000,4000x4000x4000,64x64x65536,"                              \
