@@ -345,7 +345,7 @@ build/tests/%: tests/%.c $(TOOL_OBJS) build/libktune.a | check-test-deps
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -Ituner -o $@ $< $(TOOL_OBJS) build/libktune.a \
 	  $(CRITERION_LIBS) $(LIBS)
 
-test: check-test-deps all $(C_TESTS) build/sm80.log
+test: check-test-deps all $(C_TESTS) build/sm80.log build/replay_dispatch
 	$(Q)KTUNE_MISSES=off tests/run.sh $(BUSTED) build/sm80.log $(C_TESTS)
 
 test-lua:

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# tests/replay_test.sh: matmul dispatch, replayed on the CPU over suites
+# measured on GPUs, reaches at least a floor of the best variant there.
+# For each GPU with a shipped file (tuning-db/shipped/) and suites of the
+# latest run in bench/reference/matmul_random/ (runNN_<gpu>_*.csv beside
+# their *_variants.csv), build/replay_dispatch asks the runtime what it
+# would launch for every call and looks up that variant's measured time.
+# A change to the selection rule, the cost model or the default tuning
+# shapes that makes dispatch pick worse fails here, before any GPU sees it.
+# Prints TAP for tests/run.sh.
+#
+#   tests/replay_test.sh     (after make build/replay_dispatch; make test runs it)
+set -u
+cd "$(dirname "$0")/.."
+work=$(mktemp -d "${TMPDIR:-/tmp}/ktune-replay-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export XDG_DATA_HOME=$work/data KTUNE_SYSTEM_DB= KTUNE_MISSES=off
+unset KTUNE_DB KTUNE_LOG
+
+. tests/tap.sh
+TAP_SHOW="$work/out"
+
+# The floor: the mean over a GPU's suites of dispatch / oracle (geometric
+# mean per suite).  Run 13 replays at 0.977 (H200) and 0.975 (H100); the
+# floor leaves room for changes that trade a little on one GPU, none for
+# the losses the cost model's history records (0.95 and below).
+floor=0.965
+ref=bench/reference/matmul_random
+
+# gpu FILE-STEM SUITE-TAG: one GPU's check.
+gpu() {
+  local json=tuning-db/shipped/$1.json tag=$2
+  local run
+  run=$(ls "$ref"/run*_"$tag"_*.csv 2>/dev/null | sed -nE "s|.*/(run[0-9]+)_${tag}_.*|\1|p" | sort -V | tail -n1)
+  if [ ! -f "$json" ] || [ -z "$run" ]; then
+    skip "dispatch on $1's measured suites" "no shipped file or no measured suites"
+    return
+  fi
+  local suites
+  suites=$(ls "$ref/${run}_${tag}"_*.csv | grep -v '_variants\.csv$')
+  rm -f "$work/db"
+  if ! ./build/ktune import --db "$work/db" "$json" >"$work/out" 2>&1; then
+    not_ok "$1: ktune import"
+    return
+  fi
+  local fp
+  fp=$(sed -nE 's/.*"fingerprint": *"([^"]*)".*/\1/p' "$json" | head -n1)
+  # shellcheck disable=SC2086 # the suites are paths without spaces
+  if ! ./build/replay_dispatch --db "$work/db" --device "$fp" $suites >"$work/out" 2>&1; then
+    not_ok "$1: replay_dispatch ran"
+    return
+  fi
+  local mean
+  mean=$(sed -nE 's/.*mean of the suites. geometric means ([0-9.]+).*/\1/p' "$work/out")
+  if [ -n "$mean" ] && awk -v m="$mean" -v f="$floor" 'BEGIN { exit !(m >= f) }'; then
+    ok "dispatch on $1's $run suites reaches $mean of the best (floor $floor)"
+  else
+    not_ok "dispatch on $1's $run suites reaches ${mean:-?} of the best (floor $floor)"
+  fi
+}
+
+gpu nvidia-h100-80gb-hbm3 h100
+gpu nvidia-h200 h200
+
+[ "$failed" -eq 0 ]
