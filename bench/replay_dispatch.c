@@ -112,9 +112,10 @@ static int read_suite(const char *path, shape *s, int max)
   return n;
 }
 
-/* The measured time of variant at the shape, or NAN; on the first pass
- * (variant NULL) each shape's oracle. */
-static double lookup(const char *path, shape *s, int ns, const char *shape_name, const char *variant)
+/* The measured time of variant at call `at` (its shape and kind: a suite
+ * may draw one shape twice, with other leading dimensions), or NAN; with
+ * variant NULL, each call's oracle instead. */
+static double lookup(const char *path, shape *s, int ns, const shape *at, const char *variant)
 {
   FILE *f = fopen(path, "r");
   if (!f)
@@ -131,9 +132,9 @@ static double lookup(const char *path, shape *s, int ns, const char *shape_name,
     const double ms = atof(x[3]);
     if (!variant) {
       for (int i = 0; i < ns; ++i)
-        if (strcmp(s[i].name, x[0]) == 0 && ms < s[i].oracle_ms)
+        if (strcmp(s[i].name, x[0]) == 0 && strcmp(s[i].kind, x[1]) == 0 && ms < s[i].oracle_ms)
           s[i].oracle_ms = ms;
-    } else if (strcmp(x[0], shape_name) == 0 && strcmp(x[2], variant) == 0) {
+    } else if (strcmp(x[0], at->name) == 0 && strcmp(x[1], at->kind) == 0 && strcmp(x[2], variant) == 0) {
       found = ms;
       break;
     }
@@ -258,7 +259,7 @@ int main(int argc, char **argv)
         ++unmeasured;
         continue;
       }
-      const double ms = lookup(vpath, s, ns, s[i].name, ch.variant);
+      const double ms = lookup(vpath, s, ns, &s[i], ch.variant);
       if (!(ms > 0)) {
         ++unmeasured;
         if (verbose)
