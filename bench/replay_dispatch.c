@@ -18,7 +18,9 @@
  * change to the selection rule can be judged on every suite measured so
  * far in a second, and on the GPU only at the end.  Prints each suite's
  * geometric mean, 10th percentile and minimum, the worst shapes, and a
- * last line over all suites.
+ * last line over all suites.  A call whose chosen variant the sweep never
+ * timed (a variant added since) cannot be judged: it is counted and named,
+ * and the exit status is 1, as for a suite that cannot be read.
  */
 #include <errno.h>
 #include <math.h>
@@ -112,35 +114,74 @@ static int read_suite(const char *path, shape *s, int max)
   return n;
 }
 
-/* The measured time of variant at call `at` (its shape and kind: a suite
- * may draw one shape twice, with other leading dimensions), or NAN; with
- * variant NULL, each call's oracle instead. */
-static double lookup(const char *path, shape *s, int ns, const shape *at, const char *variant)
+/* A suite's every-variant table, in memory: shape and kind name a call
+ * (one shape drawn twice with the same kind but other leading dimensions
+ * would share its rows; no measured suite has one). */
+typedef struct timing {
+  char shape[64], kind[16], variant[96];
+  double ms;
+} timing;
+
+/* Reads path into *out (n rows), columns found by the header; -1 after a
+ * message. */
+static int read_times(const char *path, timing **out, int *n)
 {
+  *out = NULL;
+  *n = 0;
   FILE *f = fopen(path, "r");
-  if (!f)
-    return NAN;
-  char line[1024], *x[8];
-  double found = NAN;
-  if (!fgets(line, sizeof line, f)) {
-    fclose(f);
-    return NAN;
+  if (!f) {
+    fprintf(stderr, "replay_dispatch: %s: %s\n", path, strerror(errno));
+    return -1;
   }
+  char line[1024], *h[16], *x[16];
+  const int nh = fgets(line, sizeof line, f) ? split(line, h, 16) : 0;
+  const int c[4] = {column(h, nh, "shape"), column(h, nh, "kind"), column(h, nh, "variant"), column(h, nh, "ms")};
+  if (c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] < 0) {
+    fprintf(stderr, "replay_dispatch: %s: not a bench_matmul_random variants table\n", path);
+    fclose(f);
+    return -1;
+  }
+  int cap = 0;
   while (fgets(line, sizeof line, f)) {
-    if (split(line, x, 8) < 4)
+    if (split(line, x, 16) < nh)
       continue;
-    const double ms = atof(x[3]);
-    if (!variant) {
-      for (int i = 0; i < ns; ++i)
-        if (strcmp(s[i].name, x[0]) == 0 && strcmp(s[i].kind, x[1]) == 0 && ms < s[i].oracle_ms)
-          s[i].oracle_ms = ms;
-    } else if (strcmp(x[0], at->name) == 0 && strcmp(x[1], at->kind) == 0 && strcmp(x[2], variant) == 0) {
-      found = ms;
-      break;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 4096;
+      timing *t = realloc(*out, sizeof *t * (size_t)cap);
+      if (!t) {
+        fprintf(stderr, "replay_dispatch: out of memory\n");
+        fclose(f);
+        return -1;
+      }
+      *out = t;
     }
+    timing *t = &(*out)[(*n)++];
+    snprintf(t->shape, sizeof t->shape, "%s", x[c[0]]);
+    snprintf(t->kind, sizeof t->kind, "%s", x[c[1]]);
+    snprintf(t->variant, sizeof t->variant, "%s", x[c[2]]);
+    t->ms = atof(x[c[3]]);
   }
   fclose(f);
-  return found;
+  return 0;
+}
+
+/* The time of variant at call `at`, or NAN. */
+static double time_of(const timing *t, int n, const shape *at, const char *variant)
+{
+  for (int i = 0; i < n; ++i)
+    if (strcmp(t[i].shape, at->name) == 0 && strcmp(t[i].kind, at->kind) == 0 && strcmp(t[i].variant, variant) == 0)
+      return t[i].ms;
+  return NAN;
+}
+
+/* The fastest time at call `at` (the oracle), or INFINITY. */
+static double oracle_of(const timing *t, int n, const shape *at)
+{
+  double best = INFINITY;
+  for (int i = 0; i < n; ++i)
+    if (strcmp(t[i].shape, at->name) == 0 && strcmp(t[i].kind, at->kind) == 0 && t[i].ms > 0 && t[i].ms < best)
+      best = t[i].ms;
+  return best;
 }
 
 static int by_value(const void *a, const void *b)
@@ -180,8 +221,14 @@ static int parse_device(const char *s, kt_device_info *d)
   snprintf(d->name, sizeof d->name, "%s", name);
   d->cc = cc;
   d->sm_count = sms;
-  d->smem_per_sm = 233472; /* sm_90; the runtime's checks only compare against these */
-  d->smem_optin = 232448;
+  /* Shared memory per SM and per block (opt-in) of the chips ktune has
+   * measured suites on: what kt_variant_runs_on compares variants with. */
+  if (cc == 90)
+    d->smem_per_sm = 233472, d->smem_optin = 232448;
+  else if (cc == 80)
+    d->smem_per_sm = 167936, d->smem_optin = 166912;
+  else
+    return -1;
   d->max_threads_per_sm = 2048;
   d->cluster_launch = cc >= 90;
   d->mem_bytes = mib << 20;
@@ -192,7 +239,10 @@ static int parse_device(const char *s, kt_device_info *d)
 int main(int argc, char **argv)
 {
   const char *db = NULL, *dev_s = NULL;
-  int verbose = 0, first = 0;
+  const char **files = calloc((size_t)argc, sizeof *files);
+  int verbose = 0, nfiles = 0;
+  if (!files)
+    return 1;
   for (int i = 1; i < argc; ++i) {
     if (strcmp(argv[i], "--db") == 0 && i + 1 < argc)
       db = argv[++i];
@@ -202,16 +252,15 @@ int main(int argc, char **argv)
       verbose = 1;
     else if (argv[i][0] == '-')
       return usage();
-    else {
-      first = i;
-      break;
-    }
+    else
+      files[nfiles++] = argv[i];
   }
-  if (!db || !dev_s || !first)
+  if (!db || !dev_s || !nfiles)
     return usage();
   kt_device_info dev;
   if (parse_device(dev_s, &dev) != 0) {
-    fprintf(stderr, "replay_dispatch: --device '%s' is not a fingerprint (NAME|sm_CC|N SMs|M MiB)\n", dev_s);
+    fprintf(stderr, "replay_dispatch: --device '%s' is not a fingerprint (NAME|sm_CC|N SMs|M MiB) of sm_80 or sm_90\n",
+            dev_s);
     return 2;
   }
   setenv("KTUNE_MISSES", "off", 1);
@@ -226,24 +275,31 @@ int main(int argc, char **argv)
   }
   static shape s[MAX_SHAPES];
   static double all[64 * MAX_SHAPES];
-  int nall = 0, bad = 0;
+  int nall = 0, bad = 0, suites = 0;
   double mean_of_means = 0;
-  int suites = 0;
-  for (int a = first; a < argc; ++a) {
-    const int ns = read_suite(argv[a], s, MAX_SHAPES);
+  for (int a = 0; a < nfiles; ++a) {
+    const char *path = files[a];
+    const int ns = read_suite(path, s, MAX_SHAPES);
     if (ns < 0) {
       bad = 1;
       continue;
     }
+    if (ns == MAX_SHAPES)
+      fprintf(stderr, "replay_dispatch: %s: only its first %d calls are read\n", path, MAX_SHAPES);
     char vpath[4096];
-    const size_t len = strlen(argv[a]);
-    if (len < 4 || strcmp(argv[a] + len - 4, ".csv") != 0 ||
-        snprintf(vpath, sizeof vpath, "%.*s_variants.csv", (int)(len - 4), argv[a]) >= (int)sizeof vpath) {
-      fprintf(stderr, "replay_dispatch: %s: expected NAME.csv beside NAME_variants.csv\n", argv[a]);
+    const size_t len = strlen(path);
+    timing *t = NULL;
+    int nt = 0;
+    if (len < 4 || strcmp(path + len - 4, ".csv") != 0 ||
+        snprintf(vpath, sizeof vpath, "%.*s_variants.csv", (int)(len - 4), path) >= (int)sizeof vpath) {
+      fprintf(stderr, "replay_dispatch: %s: expected NAME.csv beside NAME_variants.csv\n", path);
       bad = 1;
       continue;
     }
-    lookup(vpath, s, ns, NULL, NULL);
+    if (read_times(vpath, &t, &nt) != 0) {
+      bad = 1;
+      continue;
+    }
     double r[MAX_SHAPES];
     int idx[MAX_SHAPES], n = 0, unmeasured = 0;
     for (int i = 0; i < ns; ++i) {
@@ -254,24 +310,23 @@ int main(int argc, char **argv)
       const float *C = (const float *)(uintptr_t)0x30000000 + s[i].offset;
       kt_choice ch;
       memset(&ch, 0, sizeof ch);
-      if (kt_matmul_choice(ctx, s[i].m, s[i].n, s[i].k, A, s[i].lda, B, s[i].ldb, C, s[i].ldc, &ch) != KT_OK ||
-          !isfinite(s[i].oracle_ms)) {
+      const int chose = kt_matmul_choice(ctx, s[i].m, s[i].n, s[i].k, A, s[i].lda, B, s[i].ldb, C, s[i].ldc, &ch);
+      const double best = oracle_of(t, nt, &s[i]);
+      const double ms = chose == KT_OK ? time_of(t, nt, &s[i], ch.variant) : NAN;
+      if (!(ms > 0) || !isfinite(best)) {
         ++unmeasured;
+        printf("  %-20s %-8s %s: not measured in %s\n", s[i].name, s[i].kind,
+               chose == KT_OK ? ch.variant : kt_strerror(chose), vpath);
         continue;
       }
-      const double ms = lookup(vpath, s, ns, &s[i], ch.variant);
-      if (!(ms > 0)) {
-        ++unmeasured;
-        if (verbose)
-          printf("  %-20s %-8s %s: not measured there\n", s[i].name, s[i].kind, ch.variant);
-        continue;
-      }
-      r[n] = fmin(1.0, s[i].oracle_ms / ms);
+      r[n] = fmin(1.0, best / ms);
       idx[n++] = i;
       if (verbose)
-        printf("  %-20s %-8s %.3f %s (measured %.4f ms, the oracle %.4f): %s\n", s[i].name, s[i].kind,
-               s[i].oracle_ms / ms, ch.variant, ms, s[i].oracle_ms, ch.reason);
+        printf("  %-20s %-8s %.3f %s (measured %.4f ms, the oracle %.4f): %s\n", s[i].name, s[i].kind, best / ms,
+               ch.variant, ms, best, ch.reason);
     }
+    free(t);
+    bad |= unmeasured > 0;
     /* The worst few, before summary() sorts r. */
     int order[MAX_SHAPES];
     for (int i = 0; i < n; ++i)
@@ -279,19 +334,24 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; ++i)
       for (int j = i + 1; j < n; ++j)
         if (r[order[j]] < r[order[i]]) {
-          const int t = order[i];
-          order[i] = order[j], order[j] = t;
+          const int x = order[i];
+          order[i] = order[j], order[j] = x;
         }
     char worst[512] = "";
     for (int i = 0, w = 0; i < n && i < WORST && w >= 0 && w < (int)sizeof worst; ++i)
       w +=
           snprintf(worst + w, sizeof worst - (size_t)w, "%s%s %.2f", i ? ", " : "", s[idx[order[i]]].name, r[order[i]]);
-    for (int i = 0; i < n && nall < (int)(sizeof all / sizeof all[0]); ++i)
-      all[nall++] = r[i];
+    for (int i = 0; i < n; ++i)
+      if (nall < (int)(sizeof all / sizeof all[0]))
+        all[nall++] = r[i];
+      else if (i == 0)
+        fprintf(stderr, "replay_dispatch: the last line counts the first %d calls only\n", nall);
     double gm, p10, mn;
     summary(r, n, &gm, &p10, &mn);
-    printf("%-60s %3d shapes  dispatch/oracle %.4f / %.3f / %.3f  worst: %s%s\n", argv[a], n, gm, p10, mn, worst,
-           unmeasured ? "  (some unmeasured)" : "");
+    printf("%-60s %3d shapes  dispatch/oracle %.4f / %.3f / %.3f  worst: %s", path, n, gm, p10, mn, worst);
+    if (unmeasured)
+      printf("  (%d not measured)", unmeasured);
+    printf("\n");
     if (n) {
       mean_of_means += gm;
       ++suites;
@@ -302,5 +362,6 @@ int main(int argc, char **argv)
   printf("all %d suites, %d shapes: dispatch/oracle %.4f / %.3f / %.3f; mean of the suites' geometric means %.4f\n",
          suites, nall, gm, p10, mn, suites ? mean_of_means / suites : NAN);
   kt_close(ctx);
+  free(files);
   return bad;
 }
