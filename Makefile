@@ -387,7 +387,7 @@ build/bench_gemm: templates/gemm_common.cuh
 
 # Matmul dispatch replayed over measured suites, on the CPU
 # (bench/replay_dispatch.c): not part of `make bench`, which measures.
-build/replay_dispatch: bench/replay_dispatch.c build/libktune.a
+build/replay_dispatch: bench/replay_dispatch.c build/libktune.a runtime/kt_internal.h runtime/include/ktune.h
 	$(call say,CC,$<)
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -o $@ $< build/libktune.a $(LIBS)
 

@@ -521,7 +521,7 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
 {
   /* Each tuned problem's weight, exp(lw - lwmax), over every problem the
    * database holds (a user's tunes add the shapes it called); on the
-   * stack up to a few hundred. */
+   * stack up to 256 of them. */
   double stack_w[256];
   const int np = m->nprob;
   double *w = np <= (int)(sizeof stack_w / sizeof stack_w[0]) ? stack_w : malloc(sizeof *w * (size_t)np);

@@ -1027,6 +1027,7 @@ Test(dispatch, the_model_weighs_every_tuned_problem)
   const kt_choice c = matmul_choice(ctx, 8000, 8000, 8000, A16, 8000, 8000, 8000);
   cr_expect_str_eq(c.variant, s4, "8000x8000x8000: got %s (%s)", c.variant, c.reason);
   cr_expect_str_eq(c.matched, "9000x9000x9000");
+  cr_expect(strstr(c.reason, "cost model") != NULL, "the model must decide (past 256 problems too): %s", c.reason);
   kt_close(ctx);
 }
 
