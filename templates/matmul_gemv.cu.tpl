@@ -35,6 +35,7 @@ constexpr int CL = $(cluster);                 // blocks per cluster along K
 constexpr int KS = $(depth), KB = 32 * KS;     // k per lane and per warp in one step
 constexpr int PART = RB * TN;                  // one warp row's partial sums, per K warp
 static_assert(WARPS % KW == 0, "the warps along K divide the block");
+static_assert(TN % 4 == 0, "B's columns go in groups of 4 (one float4 each where rows are aligned)");
 
 @ if cluster > 1 then
 #include <cooperative_groups.h>
@@ -68,6 +69,17 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
     col_in[j] = col0 + j < N;
   const float *arow = A + (size_t)(r0 < M ? r0 : 0) * lda + lane;
   const float *brow = B + (size_t)lane * ldb + col0;
+  /* B's rows as float4s where every row of it is 16-byte aligned: a lane
+   * reads its k's TN values in TN / 4 loads rather than TN.  The lanes of a
+   * warp read 32 rows of B at once, so a 4-byte load of B costs the cache
+   * nearly what a 16-byte one does, and with TN of B read per TM of A, B's
+   * loads, not A's, had set the pace.  Only whole groups of 4 columns inside
+   * N; the others, and unaligned rows, as single floats. */
+  const bool b_vec = ldb % 4 == 0 && ((size_t)B & 15) == 0;
+  bool quad_in[TN / 4];
+#pragma unroll
+  for (int j4 = 0; j4 < TN / 4; ++j4)
+    quad_in[j4] = b_vec && col0 + 4 * j4 + 4 <= N;
 
 #pragma unroll 2
   for (int k0 = kb; k0 < ke; k0 += KB) {
@@ -79,8 +91,17 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
       for (int i = 0; i < TM; ++i)
         a[s][i] = k_in && row_in[i] ? arow[(size_t)i * lda + k0 + s * 32] : 0.0f;
 #pragma unroll
-      for (int j = 0; j < TN; ++j)
-        b[s][j] = k_in && col_in[j] ? brow[(size_t)(k0 + s * 32) * ldb + j] : 0.0f;
+      for (int j4 = 0; j4 < TN / 4; ++j4) {
+        const float *bq = brow + (size_t)(k0 + s * 32) * ldb + 4 * j4;
+        if (quad_in[j4]) {
+          const float4 x = k_in ? __ldg(reinterpret_cast<const float4 *>(bq)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          b[s][4 * j4] = x.x, b[s][4 * j4 + 1] = x.y, b[s][4 * j4 + 2] = x.z, b[s][4 * j4 + 3] = x.w;
+        } else {
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            b[s][4 * j4 + j] = k_in && col_in[4 * j4 + j] ? bq[j] : 0.0f;
+        }
+      }
     }
 #pragma unroll
     for (int s = 0; s < KS; ++s)
