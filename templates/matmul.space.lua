@@ -26,7 +26,8 @@ local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16
 local DIRECT_TILE = { ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 } }
 local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }, ["16x2"] = { 16, 2 },
                       ["32x1"] = { 32, 1 }, ["16x4"] = { 16, 4 }, ["32x4"] = { 32, 4 } }
-local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 } }
+local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 },
+                    ["4x8"] = { 4, 8 }, ["8x8"] = { 8, 8 }, ["4x16"] = { 4, 16 } }
 local MATVEC_TILE = { ["2x1"] = { 2, 1 }, ["4x1"] = { 4, 1 }, ["8x1"] = { 8, 1 } }
 local VECMAT_TILE = { ["1x1"] = { 1, 1 }, ["1x2"] = { 1, 2 }, ["1x4"] = { 1, 4 } }
 
@@ -295,15 +296,16 @@ local S = {
     {
       algo = "gemv",
       template = "templates/matmul_gemv.cu.tpl",
-      doc = "few-column kernel (N <= TN): A read once in coalesced 4-byte rows, KS x (TM + TN) reads in flight per " ..
-        "lane and no barrier in the loop; lanes, KW warps and a cluster's blocks split K, sums added in a fixed " ..
+      doc = "few-column kernel (N <= TN): A read once in coalesced 4-byte rows, B's rows as float4s where aligned, " ..
+        "KS x (TM + TN) reads in flight per lane and no barrier in the loop; lanes, KW warps and a cluster's blocks split K, sums added in a fixed " ..
         "order; serves N <= TN",
       params = {
-        { "tt", { "1x4", "4x4", "2x8", "1x16" }, "TM x TN: rows of C per warp x columns of C per block",
+        { "tt", { "1x4", "4x4", "2x8", "1x16", "4x8", "8x8", "4x16" },
+          "TM x TN: rows of C per warp x columns of C per block; a lane reads TN values of B per TM of A",
           tag = "tt" },
         { "threads", { 256 }, "threads per block: 8 warps", tag = "t" },
         { "kwarps", { 1, 2, 8 }, "KW: warps of a block along K (8 / KW along rows); more serve fewer rows", tag = "q" },
-        { "depth", { 4, 8 }, "KS: k per lane in one step, whose KS x (TM + TN) reads are in flight at once",
+        { "depth", { 2, 4, 8 }, "KS: k per lane in one step, whose KS x (TM + TN) reads are in flight at once",
           tag = "d" },
         { "cluster", { 1, 4, 8 }, "blocks per cluster along K (more chunks; partials added through " ..
           "distributed shared memory); 1 = none", tag = "c" },
@@ -325,7 +327,13 @@ local S = {
       prune = {
         { VEC("4 k per lane; one or two warps along K alone, or all 8 in clusters of 1, 4 or 8: the rest lost " ..
           "0.5% (geomean) and 6% at most"),
-          function(v) return v.depth == 4 and ((v.kwarps < 8 and v.cluster == 1) or v.kwarps == 8) end },
+          function(v)
+            return v.depth == (v.tt == "4x16" and 2 or 4) and ((v.kwarps < 8 and v.cluster == 1) or v.kwarps == 8)
+          end },
+        { "H200 (bench/reference/matmul_random/README.md, run 15): 4 rows of 8 columns but not 8 of 8 nor 4 of 16 " ..
+          "(2 k per lane): 4x8 won every shape of N 5 and 8 (4291x8x6996 58.9 us, 2x8 76.4, 8x8 68.4), where 4x16 " ..
+          "lost to the warp tiles at N 12 and 16 by 4% to 50%",
+          function(v) return v.tt ~= "8x8" and v.tt ~= "4x16" end },
       },
     },
     {
