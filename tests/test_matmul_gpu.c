@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "gpu_test.h"
@@ -86,6 +87,33 @@ Test(matmul_gpu, every_variant_is_correct_on_skinny_and_short_k_shapes)
       cr_expect(c.ok, "%s at %dx%dx%d: %s", v->name, m, n, k, c.reason);
     }
   }
+}
+
+/* The few-column kernel reads B's rows as float4s where every row is
+ * 16-byte aligned (ldb a multiple of 4, B on the boundary): whole groups
+ * of 4 columns, the columns past the last whole group a float at a time,
+ * N past TN in further column groups, and K long enough to be split over
+ * the warps along K and a cluster's blocks. */
+Test(matmul_gpu, the_few_column_kernel_reads_aligned_rows_of_b_correctly)
+{
+  static const int shapes[][3] = {{37, 4, 3001}, {300, 5, 2900}, {129, 8, 1500}, {65, 13, 4099},
+                                  {9, 20, 5000}, {1, 7, 777},    {260, 16, 33},  {3, 6, 9000}};
+  kt_rng r = {fresh_seed()};
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_MATMUL || strcmp(v->algo, "gemv") != 0 || !kt_variant_runs_on(v, &gpu))
+      continue;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; ++s) {
+      const int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+      const long long lda = k + 1, ldb = (n + 3) / 4 * 4 + 4 * (s % 2), ldc = n + 1;
+      kt_check c;
+      kt_tune_matmul_check_at(v, &gpu, m, n, k, lda, ldb, ldc, 1.5f, s % 2 ? 0.0f : 0.5f, 0, kt_rng_next(&r), &c);
+      cr_expect(c.ok, "%s at %dx%dx%d, ldb %lld: %s", v->name, m, n, k, ldb, c.reason);
+    }
+    ++checked;
+  }
+  cr_assert_gt(checked, 0, "no few-column variant runs on this GPU");
 }
 
 /* A B of more than KT_MATMUL_MAX_STAGE bytes is staged a panel of K at a

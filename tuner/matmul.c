@@ -72,13 +72,21 @@ void kt_tune_matmul_reference_row(const float *a, const float *B, long long ldb,
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
                           long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out)
 {
-  memset(out, 0, sizeof *out);
-  kt_rng r = {seed};
-  const size_t na = (size_t)M * lda, nb = (size_t)K * ldb, nc = (size_t)M * ldc;
   /* A variant that serves any 4-byte aligned pointer, and a float4 variant
    * given rows it must stage, get A, B and C one float past cudaMalloc's
    * alignment. */
-  const size_t off = v->align == 1 || ldb % v->align != 0 ? 1 : 0;
+  kt_tune_matmul_check_at(v, dev, M, N, K, lda, ldb, ldc, alpha, beta, v->align == 1 || ldb % v->align != 0, seed,
+                          out);
+}
+
+void kt_tune_matmul_check_at(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
+                             long long ldb, long long ldc, float alpha, float beta, int shift, uint64_t seed,
+                             kt_check *out)
+{
+  memset(out, 0, sizeof *out);
+  kt_rng r = {seed};
+  const size_t na = (size_t)M * lda, nb = (size_t)K * ldb, nc = (size_t)M * ldc;
+  const size_t off = shift ? 1 : 0;
   float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
   double *ref = malloc(sizeof(double) * (size_t)N), *mag = malloc(sizeof(double) * (size_t)N);
   float *dA = NULL, *dB = NULL, *dC = NULL;
@@ -363,20 +371,23 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   }
   /* Correctness first, on fresh shapes that are not tile multiples, with
    * padded leading dimensions, lda never a multiple of 4 (every variant
-   * serves any lda).  The first check gives ldb and ldc in multiples of the
-   * variant's alignment; the second gives a float4 variant odd ones and
-   * pointers off the 16-byte boundary, so that its launcher stages B and
-   * its epilogue stores C unaligned, as dispatch may ask of it. */
+   * serves any lda).  The first check gives ldb and ldc in multiples of 4
+   * and pointers on the 16-byte boundary, the paths of aligned rows (a
+   * float4 variant's in-place reads, the few-column kernel's float4 reads
+   * of B); the second gives odd ones and pointers off the boundary, so that
+   * a float4 variant's launcher stages B and its epilogue stores C
+   * unaligned, as dispatch may ask of it, and every other kernel reads
+   * through its unaligned paths. */
   kt_rng vr = {seed};
   kt_check c = {1, 0, 0, ""};
   double worst = 0;
   for (int t = 0; t < 2 && c.ok; ++t) {
     const int m = 65 + (int)(kt_rng_next(&vr) % 190), n = 65 + (int)(kt_rng_next(&vr) % 190),
               k = 33 + (int)(kt_rng_next(&vr) % 300);
-    const int a = t ? 1 : v->align;
-    const long long lda = (k + 3) / 4 * 4 + 1, ldb = t ? ((n + 1) % 4 ? n + 1 : n + 2) : (n + a) / a * a,
-                    ldc = (n + 2 * a) / a * a;
-    kt_tune_matmul_check(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, kt_rng_next(&vr), &c);
+    const long long lda = (k + 3) / 4 * 4 + 1, ldb = t ? ((n + 1) % 4 ? n + 1 : n + 2) : (n + 4) / 4 * 4,
+                    ldc = t ? n + 2 : (n + 8) / 4 * 4;
+    kt_tune_matmul_check_at(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, t,
+                            kt_rng_next(&vr), &c);
     if (c.worst > worst)
       worst = c.worst;
   }

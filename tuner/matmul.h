@@ -55,6 +55,13 @@ const kt_variant *kt_tune_matmul_seed(void);
  * otherwise on the boundary. */
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
                           long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out);
+/* The same with A, B and C `shift` floats (0 or 1) past a 16-byte
+ * boundary, whatever the variant: shift 0 with ldb a multiple of 4 takes
+ * the paths that kernels of any alignment keep for aligned rows (the
+ * few-column kernel's float4 reads of B). */
+void kt_tune_matmul_check_at(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
+                             long long ldb, long long ldc, float alpha, float beta, int shift, uint64_t seed,
+                             kt_check *out);
 
 /* After timing a tuned problem: 48 outputs of C (M x N, ldc = N, on the
  * device), drawn from r, against the double-precision products of hA and
