@@ -297,8 +297,8 @@ local S = {
       algo = "gemv",
       template = "templates/matmul_gemv.cu.tpl",
       doc = "few-column kernel (N <= TN): A read once in coalesced 4-byte rows, B's rows as float4s where aligned, " ..
-        "KS x (TM + TN) reads in flight per lane and no barrier in the loop; lanes, KW warps and a cluster's blocks split K, sums added in a fixed " ..
-        "order; serves N <= TN",
+        "KS x (TM + TN) reads in flight per lane and no barrier in the loop; lanes, KW warps and a cluster's " ..
+        "blocks split K, sums added in a fixed order; serves N <= TN",
       params = {
         { "tt", { "1x4", "4x4", "2x8", "1x16", "4x8", "8x8", "4x16" },
           "TM x TN: rows of C per warp x columns of C per block; a lane reads TN values of B per TM of A",
