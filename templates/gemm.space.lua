@@ -106,7 +106,8 @@ return {
         { "each consumer owns one m64 tile (BM 64 with one consumer, 128 with two): the shape the epilogue " ..
           "and the register split are laid out for", function(v) return v.bm // v.wg == 64 end },
         { "BN 256 with BM 128 only: a 64x256 block's one consumer would hold 128 accumulators beside a " ..
-          "producer with nothing to give (no setmaxnreg with one consumer)", function(v) return v.bn <= 128 or v.bm == 128 end },
+          "producer with nothing to give (no setmaxnreg with one consumer)",
+          function(v) return v.bn <= 128 or v.bm == 128 end },
         { "split K runs a block per tile and chunk: its tiles fill less than half a wave, so there is " ..
           "nothing to loop over", function(v) return v.split == 1 or v.persist == 0 end },
         { "a TMA box holds at most 256 rows", function(v) return v.bm <= 256 and v.bn <= 256 end },
