@@ -165,11 +165,17 @@ static int read_times(const char *path, timing **out, int *n)
   return 0;
 }
 
+/* Whether row t timed call `at`. */
+static int times_call(const timing *t, const shape *at)
+{
+  return strcmp(t->shape, at->name) == 0 && strcmp(t->kind, at->kind) == 0;
+}
+
 /* The time of variant at call `at`, or NAN. */
 static double time_of(const timing *t, int n, const shape *at, const char *variant)
 {
   for (int i = 0; i < n; ++i)
-    if (strcmp(t[i].shape, at->name) == 0 && strcmp(t[i].kind, at->kind) == 0 && strcmp(t[i].variant, variant) == 0)
+    if (times_call(&t[i], at) && strcmp(t[i].variant, variant) == 0)
       return t[i].ms;
   return NAN;
 }
@@ -179,7 +185,7 @@ static double oracle_of(const timing *t, int n, const shape *at)
 {
   double best = INFINITY;
   for (int i = 0; i < n; ++i)
-    if (strcmp(t[i].shape, at->name) == 0 && strcmp(t[i].kind, at->kind) == 0 && t[i].ms > 0 && t[i].ms < best)
+    if (times_call(&t[i], at) && t[i].ms > 0 && t[i].ms < best)
       best = t[i].ms;
   return best;
 }
