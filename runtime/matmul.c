@@ -292,10 +292,10 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * in flight, so an SM's round costs the same until most of its resident
  * warps are busy.  At half, a lone 4x4 few-column block (32 rows; two fit
  * an SM) counted as keeping its SM busy: on 4096 rows, 128 such blocks,
- * one an SM, tie the 1x4 tile's 512 (8 rows, three an SM), so the model
- * took the 4x4 to cost as much per unit as the 1x4 and tied them again on
- * 15720x2x394, where both fill their SMs and the 1x4 ran at 0.81 of the
- * 4x4 (H200).  Three quarters took 15720x2x394 and 7648x3x129 to the 4x4
+ * one an SM, tie the 1x4 tile's 512 (8 rows, three fit an SM), so the
+ * model took the 4x4 to cost as much per unit as the 1x4 and tied them
+ * again on 15720x2x394, where both fill their SMs and the 1x4 ran at 0.81
+ * of the 4x4 (H200).  Three quarters took 15720x2x394 and 7648x3x129 to the 4x4
  * and, replayed over the shipped files and every variant timed on run
  * 15's six suites, dispatch from 0.9659 to 0.9708 of the best (H200) and
  * 0.9680 to 0.9715 (H100); over runs 12 and 13's suites, from 0.9683 to
