@@ -388,17 +388,18 @@ static geom geometry(const kt_variant *v)
   g.bps = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1;
   g.unpipelined = strcmp(v->algo, "direct") == 0;
   g.streaming = g.in_wave = 0;
+  double busy_share = 0.5; /* of the SM's blocks that keep it busy, where not a warp tile (below) */
   if (strcmp(v->algo, "skinny") == 0) {
     const int warps = v->threads / 32;
     g.bm = tile_dim(v, 0), g.bn = 32 * tile_dim(v, 1), g.bk = 32;
     g.cl = v->cluster * warps, g.bps *= warps;
-    g.streaming = 1;
+    g.streaming = 1, busy_share = WARPS_BUSY;
   } else if (strcmp(v->algo, "gemv") == 0 || strcmp(v->algo, "matvec") == 0) {
     const int kw = kt_variant_param_int(v, "kwarps", 1), vec = strcmp(v->algo, "matvec") == 0 ? 4 : 1;
     g.bm = kw > 0 ? v->threads / 32 / kw * tile_dim(v, 0) : 0;
     g.bn = tile_dim(v, 1), g.bk = 32 * vec * kt_variant_param_int(v, "depth", 4);
     g.cl = v->cluster * kw, g.bps *= kw;
-    g.streaming = 1;
+    g.streaming = 1, busy_share = WARPS_BUSY;
   } else if (strcmp(v->algo, "vecmat") == 0) {
     g.bm = tile_dim(v, 0), g.bn = 32 * tile_dim(v, 1);
     g.bk = v->threads / 32 * kt_variant_param_int(v, "depth", 8);
@@ -414,10 +415,7 @@ static geom geometry(const kt_variant *v)
    * memory more than on their multiply-adds: half the SM's blocks, and
    * WARPS_BUSY of them for the kernels whose warps are counted as blocks. */
   const double outputs = (double)g.bm * g.bn / v->threads; /* per thread */
-  const int warps_as_blocks =
-      strcmp(v->algo, "skinny") == 0 || strcmp(v->algo, "gemv") == 0 || strcmp(v->algo, "matvec") == 0;
-  g.sat = strcmp(v->algo, "wt") == 0 ? fmin((double)g.bps, SATURATE / (v->threads / 32 * outputs))
-                                     : (warps_as_blocks ? WARPS_BUSY : 0.5) * g.bps;
+  g.sat = strcmp(v->algo, "wt") == 0 ? fmin((double)g.bps, SATURATE / (v->threads / 32 * outputs)) : busy_share * g.bps;
   return g;
 }
 
