@@ -156,7 +156,8 @@ FAMILIES := $(sort $(patsubst %/,%,$(dir $(VARIANTS))))
 RUNTIME_SRCS := $(wildcard runtime/*.c)
 RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=build/obj/%.o)
 REGISTRY_OBJ := build/obj/generated/registry.o
-LIB_OBJS := $(RUNTIME_OBJS) $(REGISTRY_OBJ) $(VARIANT_OBJS)
+KERNEL_REGS_OBJ := build/obj/kernel_regs.o
+LIB_OBJS := $(RUNTIME_OBJS) $(REGISTRY_OBJ) $(KERNEL_REGS_OBJ) $(VARIANT_OBJS)
 TUNER_SRCS := $(wildcard tuner/*.c)
 TUNER_OBJS := $(TUNER_SRCS:%.c=build/obj/%.o)
 TOOL_OBJS := $(filter-out build/obj/tuner/main.o,$(TUNER_OBJS))
@@ -259,6 +260,19 @@ $(REGISTRY_OBJ): generated/registry.c generated/registry.h runtime/kt_variant.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -c $< -o $@
 
+# What ptxas gave each variant's kernel (registers, static shared memory),
+# read from the reports once the kernels are compiled: dispatch's cost model
+# counts the blocks an SM holds with it (runtime/resident.c).  Exported
+# beside the registry.
+build/kernel_regs.c: $(VARIANT_OBJS) generator/kernel_regs.lua
+	$(call say,GEN,$@)
+	$(Q)$(LUA) generator/kernel_regs.lua $(VARIANT_OBJS:.o=.ptxas) > $@.tmp && mv -f $@.tmp $@
+
+$(KERNEL_REGS_OBJ): build/kernel_regs.c runtime/kt_internal.h runtime/kt_variant.h
+	$(call say,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -c $< -o $@
+
 build/obj/%.o: %.c generated/registry.h
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
@@ -276,10 +290,11 @@ build/libktune.a: $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # libktune.so exports the API (KT_API in ktune.h) and, for the ktune CLI
-# alone, the variant registry, under a version named for this release: a
-# CLI then runs only with the library it was built with.
+# alone, the variant registry and its kernels' ptxas counts, under a
+# version named for this release: a CLI then runs only with the library it
+# was built with.
 REGISTRY_SYMBOLS := kt_registry kt_registry_count kt_registry_generator_version kt_registry_target \
-                    kt_registry_targets kt_registry_target_count
+                    kt_registry_targets kt_registry_target_count kt_kernel_regs kt_kernel_regs_count
 build/libktune.map: runtime/include/ktune.h Makefile
 	@mkdir -p $(@D)
 	$(Q)printf 'KTUNE_PRIVATE_%s {\n  global: %s\n};\n' $(VERSION) '$(addsuffix ;,$(REGISTRY_SYMBOLS))' > $@

@@ -67,6 +67,21 @@ KT_INTERNAL void kt_device_chip(const kt_device_info *d, char *buf, size_t len);
  * use; NULL if it cannot be made (kernels then use the default pool). */
 KT_INTERNAL void *kt_device_pool(int ordinal);
 
+/* ---- what ptxas gave the kernels ---------------------------------------- */
+
+/* What ptxas gave a variant's kernel for one target (build/kernel_regs.c,
+ * which generator/kernel_regs.lua writes from the build's reports):
+ * registers a thread and static shared memory a block.  Sorted by name,
+ * then target; kt_kernel_regs_count entries (a build without reports has
+ * none).  Exported from libktune.so for the CLI, as the registry is. */
+typedef struct kt_kernel_regs_entry {
+  const char *name;
+  int target; /* 90 for sm_90 and sm_90a */
+  int regs, smem;
+} kt_kernel_regs_entry;
+extern const kt_kernel_regs_entry kt_kernel_regs[];
+extern const int kt_kernel_regs_count;
+
 /* ---- problems ---------------------------------------------------------- */
 
 /* A problem is a family and up to KT_MAX_DIMS sizes, which the family names
