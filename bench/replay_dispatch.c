@@ -228,7 +228,8 @@ static int parse_device(const char *s, kt_device_info *d)
   d->cc = cc;
   d->sm_count = sms;
   /* Shared memory per SM and per block (opt-in) of the chips ktune has
-   * measured suites on: what kt_variant_runs_on compares variants with. */
+   * measured suites on: what kt_variant_runs_on compares variants with;
+   * and their limits on resident blocks (kt_resident_blocks). */
   if (cc == 90)
     d->smem_per_sm = 233472, d->smem_optin = 232448;
   else if (cc == 80)
@@ -236,6 +237,9 @@ static int parse_device(const char *s, kt_device_info *d)
   else
     return -1;
   d->max_threads_per_sm = 2048;
+  d->max_blocks_per_sm = 32;
+  d->regs_per_sm = 65536;
+  d->smem_reserved = 1024;
   d->cluster_launch = cc >= 90;
   d->mem_bytes = mib << 20;
   kt_device_fingerprint(d);

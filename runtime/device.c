@@ -62,6 +62,9 @@ int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
   out->smem_per_sm = (int)p.sharedMemPerMultiprocessor;
   out->smem_optin = (int)p.sharedMemPerBlockOptin;
   out->max_threads_per_sm = p.maxThreadsPerMultiProcessor;
+  out->max_blocks_per_sm = p.maxBlocksPerMultiProcessor;
+  out->regs_per_sm = p.regsPerMultiprocessor;
+  out->smem_reserved = (int)p.reservedSharedMemPerBlock;
   int cl = 0;
   if (cudaDeviceGetAttribute(&cl, cudaDevAttrClusterLaunch, ordinal) != cudaSuccess)
     cl = 0;

@@ -4,7 +4,8 @@
  * Modules, one prefix each: device.c (kt_device_), family.c (kt_family_,
  * the table of families), dispatch.c (kt_dispatch_, with the registry
  * look-ups), db.c (kt_db_), context.c (kt_open/kt_close and kt_context_),
- * misses.c (kt_misses_, the problems served untuned), status.c; and one
+ * misses.c (kt_misses_, the problems served untuned), resident.c
+ * (kt_resident_, blocks an SM holds), status.c; and one
  * module per family holding its API functions and
  * everything else the runtime knows of it: matmul.c (kt_matmul_), hist.c
  * (kt_hist_, kt_histogram), gemm.c (kt_gemm_, kt_matmul_ex).
@@ -38,6 +39,9 @@ typedef struct kt_device_info {
   int smem_per_sm; /* bytes */
   int smem_optin;  /* most shared memory one block may opt in to */
   int max_threads_per_sm;
+  int max_blocks_per_sm;
+  int regs_per_sm;    /* 32-bit registers */
+  int smem_reserved;  /* bytes of shared memory the system keeps per block */
   int cluster_launch; /* 1 when thread-block clusters are supported */
   unsigned long long mem_bytes;
   int driver_version, runtime_version;
@@ -67,7 +71,7 @@ KT_INTERNAL void kt_device_chip(const kt_device_info *d, char *buf, size_t len);
  * use; NULL if it cannot be made (kernels then use the default pool). */
 KT_INTERNAL void *kt_device_pool(int ordinal);
 
-/* ---- what ptxas gave the kernels ---------------------------------------- */
+/* ---- resident.c: blocks an SM holds ------------------------------------ */
 
 /* What ptxas gave a variant's kernel for one target (build/kernel_regs.c,
  * which generator/kernel_regs.lua writes from the build's reports):
@@ -81,6 +85,12 @@ typedef struct kt_kernel_regs_entry {
 } kt_kernel_regs_entry;
 extern const kt_kernel_regs_entry kt_kernel_regs[];
 extern const int kt_kernel_regs_count;
+
+/* Blocks of v that one SM of d holds at once: by its threads, shared
+ * memory and registers as compiled, under d's limits (the occupancy
+ * calculator's rule), where this build has ptxas's count for v; else the
+ * space's estimate, v->blocks_per_sm (0 when that is unknown too). */
+KT_INTERNAL int kt_resident_blocks(const kt_variant *v, const kt_device_info *d);
 
 /* ---- problems ---------------------------------------------------------- */
 

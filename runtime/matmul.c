@@ -375,8 +375,21 @@ typedef struct geom {
  * along K take turns rather than chunks, but each sums a KW-th of K.  The
  * vector-times-matrix kernel's tile is 1 x 32 TN and a step the 8 KI rows
  * its warps read at once; it splits K through a cluster, or through a
- * workspace as the warp tiles do but within one wave. */
-static geom geometry(const kt_variant *v)
+ * workspace as the warp tiles do but within one wave.
+ *
+ * Blocks an SM holds: as compiled, on d (kt_resident_blocks), which is
+ * also what the warp tiles' launchers split K by (they ask the device);
+ * the space's estimate only where this build has no ptxas count.  That
+ * estimate was off by up to a factor of two: it took the few-column 1x16 tile for
+ * 184 registers a thread, one block an SM, where ptxas gave it 118, two
+ * blocks, so the model priced its cluster-of-4 twin, whose 164 blocks then
+ * needed two rounds, above the unclustered one and sent 41x12x9026 to the
+ * latter at 0.75 of the former (H100).  Replayed over the shipped files
+ * and every variant timed on run 15's six suites, dispatch went from
+ * 0.9715 to 0.9748 of the best (H100) and 0.9707 to 0.9778 (H200), and
+ * over runs 12 and 13's from 0.9748 to 0.9760 and 0.9744 to 0.9757, 0.9735
+ * to 0.9748 (bench/reference/matmul_random/README.md, run 19). */
+static geom geometry(const kt_variant *v, const kt_device_info *d)
 {
   geom g;
   const int bs = kt_variant_param_int(v, "bs", 0); /* the Guide's square tiles */
@@ -385,7 +398,9 @@ static geom geometry(const kt_variant *v)
   g.bk = kt_variant_param_int(v, "bk", bs);
   g.split = kt_variant_param_int(v, "split", 1);
   g.cl = v->cluster;
-  g.bps = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1;
+  g.bps = kt_resident_blocks(v, d);
+  if (g.bps < 1)
+    g.bps = 1;
   g.unpipelined = strcmp(v->algo, "direct") == 0;
   g.streaming = g.in_wave = 0;
   double busy_share = 0.5; /* of the SM's blocks that keep it busy, where not a warp tile (below) */
@@ -510,7 +525,7 @@ static void *model_build(const kt_tuned *t, int n, const kt_device_info *d)
       while (x < m->nvar && m->var[x] != v)
         ++x;
       if (x == m->nvar) {
-        const geom g = geometry(v);
+        const geom g = geometry(v, d);
         if (g.bm == 0)
           continue;
         m->var[m->nvar] = v;

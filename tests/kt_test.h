@@ -189,6 +189,9 @@ static inline kt_device_info kt_test_device(const char *name, int cc, int cluste
   d.smem_per_sm = 233472;
   d.smem_optin = 232448;
   d.max_threads_per_sm = 2048;
+  d.max_blocks_per_sm = 32;
+  d.regs_per_sm = 65536;
+  d.smem_reserved = 1024;
   d.cluster_launch = cluster_launch;
   d.mem_bytes = 80ULL << 30;
   kt_device_fingerprint(&d);
