@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "kt_internal.h"
+#include "kt_matmul_split.h"
 #include "registry.h"
 
 /* Largest M, N or K: INT_MAX less room for a tile's overshoot. */
@@ -323,17 +324,17 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * others: the weight of a problem of the other alignment is cut by
  * exp(ALIGN_LOGW), so that it still counts where nothing else is near.
  */
-#define T_LAUNCH_MS 0.003   /* one kernel launch */
-#define WORKSPACE_BW 3.0e9  /* bytes per ms of split-K workspace traffic (an H100's HBM3) */
-#define WORKSPACE_MS 0.001  /* split-K's workspace taken from the pool and given back */
-#define MEMORY_BW 4.0e9     /* bytes per ms of A, B and C traffic (HBM3 and L2) */
-#define FIXED_K 32.0        /* a block's fixed cost, in K steps of its multiply-adds */
-#define SATURATE 160.0      /* warps x outputs per thread that keep an SM busy */
-#define WARPS_BUSY 0.75     /* share of its resident warps that keep an SM busy: few-row, few-column kernels */
-#define DIRECT_CHUNK_K 16.0 /* the short-K kernel's wait for each chunk's panels, in K steps */
-#define SIGMA 1.25          /* in natural-log units of each size */
-#define ALIGN_LOGW 3.0      /* log-weight lost by a tuned problem of the other row alignment */
-#define CACHE_SLOTS 256     /* decisions remembered per context */
+#define T_LAUNCH_MS 0.003         /* one kernel launch */
+#define WORKSPACE_BW 3.0e9        /* bytes per ms of split-K workspace traffic (an H100's HBM3) */
+#define WORKSPACE_MS 0.001        /* split-K's workspace taken from the pool and given back */
+#define MEMORY_BW 4.0e9           /* bytes per ms of A, B and C traffic (HBM3 and L2) */
+#define FIXED_K KT_MATMUL_FIXED_K /* a block's fixed cost, in K steps of its multiply-adds */
+#define SATURATE 160.0            /* warps x outputs per thread that keep an SM busy */
+#define WARPS_BUSY 0.75           /* share of its resident warps that keep an SM busy: few-row, few-column kernels */
+#define DIRECT_CHUNK_K 16.0       /* the short-K kernel's wait for each chunk's panels, in K steps */
+#define SIGMA 1.25                /* in natural-log units of each size */
+#define ALIGN_LOGW 3.0            /* log-weight lost by a tuned problem of the other row alignment */
+#define CACHE_SLOTS 256           /* decisions remembered per context */
 
 /* Staging B for a float4 variant that cannot read it in place (the
  * variant's launcher, templates/matmul_common.cuh): a kernel of its own and
@@ -444,7 +445,7 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   if (g->split > 1)
     splits = g->in_wave
                  ? kt_matmul_splits_in_wave(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk)
-                 : kt_matmul_splits(M, N, K, g->bm, g->bn, g->bk, g->split, (long long)sm * g->bps, &chunk);
+                 : kt_matmul_splits_balanced(M, N, K, g->bm, g->bn, g->bk, g->split, sm, g->bps, &chunk);
   else if (g->cl > 1) {
     splits = g->cl;
     chunk = ((K + g->bk - 1) / g->bk + g->cl - 1) / g->cl * g->bk;

@@ -3,6 +3,7 @@
 @ -- Row-major fp32 with leading dimensions; any M, N, K >= 1.  The space (templates/matmul.space.lua)
 @ -- sets the values used below.
 #include "kt_launch.h"
+#include "kt_matmul_split.h"
 @ -- Every variant includes the staging of B: the float4 ones launch it for a B they
 #include "matmul_common.cuh"
 @ -- cannot read in place; the 4-byte ones read any B as it is and never launch it.
@@ -542,14 +543,14 @@ static int launch(const kt_matmul_args *a, cudaStream_t stream)
     return (int)oe;
 @ end
 @ if split > 1 then
-  /* As many chunks as fill a wave, SPLIT at most, with whole BK steps each
-   * and a bounded workspace (kt_matmul_splits, runtime/kt_variant.h:
-   * dispatch's cost model predicts with the same formula); one chunk needs
-   * no workspace. */
+  /* Up to as many chunks as fill a wave, SPLIT at most, with whole BK
+   * steps each and a bounded workspace, as many of those as finish first
+   * (kt_matmul_splits_balanced, runtime/kt_matmul_split.h: dispatch's cost model
+   * predicts with the same formula); one chunk needs no workspace. */
   const size_t tile_bytes = (size_t)a->M * a->N * sizeof(float);
   long long chunk = 0;
   const long long splits =
-      kt_matmul_splits(a->M, a->N, a->K, BM, BN, BK, SPLIT, (long long)a->sm_count * blocks_per_sm(), &chunk);
+      kt_matmul_splits_balanced(a->M, a->N, a->K, BM, BN, BK, SPLIT, a->sm_count, blocks_per_sm(), &chunk);
   const int k_chunk = (int)chunk;
   cfg.gridDim.y = (unsigned)splits;
   float *W = nullptr;
