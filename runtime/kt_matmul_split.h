@@ -2,8 +2,10 @@
 /* runtime/kt_matmul_split.h: how many chunks a warp-tiled matmul kernel
  * splits K into, shared by its launcher (templates/matmul_wt.cu.tpl) and
  * dispatch's cost model (runtime/matmul.c), so that the model predicts the
- * launch that runs.  Apart from kt_variant.h so that a change here
- * touches only the kernels that split this way. */
+ * launch that runs.  Apart from kt_variant.h, which every kernel
+ * includes, as only these two use it.  Like kt_variant.h it enters no
+ * variant's source hash (ktgen hashes the templates' .cuh includes only):
+ * a change here keeps what was measured, so re-tune after one. */
 #ifndef KT_MATMUL_SPLIT_H
 #define KT_MATMUL_SPLIT_H
 
