@@ -13,36 +13,46 @@
 
 /* The split a warp-tiled kernel launches with: of 1 to kt_matmul_splits'
  * chunks (as many as fill a wave of resident blocks, SPLIT at most), the
- * number whose busiest SM finishes first.  An SM that holds q of the
- * blocks, `per_sm` resident at a time, is counted busy for max(q, per_sm /
- * 2 x rounds) blocks' time: a block alone, or with fewer than half the
- * blocks that fit beside it, leaves its SM waiting on memory, and more
- * share the SM's time.  A block's time is its chunk's K plus
- * KT_MATMUL_FIXED_K.  Filling the wave alone overshot where the tiles
- * were few and large: 36 tiles of 128 x 128 (2 resident) in 4 chunks put
- * two blocks on 12 of 132 SMs, which then took twice as long as the rest;
- * 3 chunks ran 1.19 to 1.39 times as fast.  Counting a lone block as
- * keeping its SM busy (the cost model's SATURATE) went too far the other
- * way: 64 x 128 tiles (4 resident) cut to one block an SM lost 9 to 12%,
- * and 16- and 32-row tiles (8 resident) up to 32% (H100, bench/reference/
- * matmul_random/README.md, run 17).  Ties go to fewer chunks: less
- * workspace.  The launchers split with it and the runtime's cost model
- * predicts with it.  Returns the chunks and their K in *k_chunk, as
- * kt_matmul_splits does. */
-#define KT_MATMUL_FIXED_K 32.0 /* a block's fixed cost, in K steps of its multiply-adds */
+ * number that finishes first, counted in an SM's multiply-adds:
+ * - the busiest SM's blocks: an SM that holds q of them, `per_sm` resident
+ *   at a time, is busy for max(q, KT_MATMUL_SPLIT_BUSY x per_sm x rounds)
+ *   blocks' time, each BM x BN x (its chunk's K + KT_MATMUL_FIXED_K): with
+ *   fewer blocks than that beside each other an SM waits on memory, with
+ *   more they share its time;
+ * - with more than one chunk, the workspace: each chunk's partial tile
+ *   written and read and C written, (2 chunks + 1) x M x N floats shared
+ *   by the SMs, each float worth KT_MATMUL_SPLIT_FLOAT multiply-adds, and
+ *   the reduction's launch, KT_MATMUL_SPLIT_LAUNCH.
+ * Ties go to fewer chunks.  Filling the wave alone overshot where the
+ * tiles were few and large (36 tiles of 128 x 128, 2 resident, in 4 chunks
+ * put two blocks on 12 of 132 SMs, which then took twice as long as the
+ * rest) and where a short K made the workspace dear (16363x60x417 on 32 x
+ * 64 tiles: one chunk 1.34 times as fast as three).  Half the blocks that
+ * fit as the busy share cut 128 x 128 and 64 x 128 tiles to too few blocks
+ * at 128x8192x8192 and 8192x128x8192 (2 chunks, 0.88 of 4); a lone block
+ * counted as busy (the cost model's SATURATE) did so everywhere (H100,
+ * bench/reference/matmul_random/README.md, run 18).  The launchers split
+ * with it and the runtime's cost model predicts with it.  Returns the
+ * chunks and their K in *k_chunk, as kt_matmul_splits does. */
+#define KT_MATMUL_FIXED_K 32.0       /* a block's fixed cost, in K steps of its multiply-adds */
+#define KT_MATMUL_SPLIT_BUSY 0.6     /* share of the blocks that fit an SM that keep it busy */
+#define KT_MATMUL_SPLIT_FLOAT 32.0   /* an SM's multiply-adds while its share of one workspace float moves */
+#define KT_MATMUL_SPLIT_LAUNCH 2.0e5 /* an SM's multiply-adds in the reduction's launch (about 1 us) */
 static inline long long kt_matmul_splits_balanced(long long M, long long N, long long K, int BM, int BN, int BK,
                                                   int split, long long sm, int per_sm, long long *k_chunk)
 {
   const long long most = kt_matmul_splits(M, N, K, BM, BN, BK, split, sm * per_sm, k_chunk);
   const long long tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), steps = (K + BK - 1) / BK;
-  const double busy_floor = per_sm / 2.0;
+  const double busy_floor = KT_MATMUL_SPLIT_BUSY * per_sm;
   long long best = 1;
   double best_cost = -1.0;
   for (long long s = 1; s <= most && sm > 0 && per_sm > 0; ++s) {
     const long long chunk = (steps + s - 1) / s, chunks = (steps + chunk - 1) / chunk;
     const long long q = (tiles * chunks + sm - 1) / sm, rounds = (q + per_sm - 1) / per_sm;
     const double busy = (double)q > busy_floor * (double)rounds ? (double)q : busy_floor * (double)rounds;
-    const double cost = busy * ((double)chunk * BK + KT_MATMUL_FIXED_K);
+    double cost = busy * BM * BN * ((double)chunk * BK + KT_MATMUL_FIXED_K);
+    if (chunks > 1)
+      cost += (2.0 * chunks + 1.0) * (double)M * (double)N / (double)sm * KT_MATMUL_SPLIT_FLOAT + KT_MATMUL_SPLIT_LAUNCH;
     if (best_cost < 0.0 || cost < best_cost)
       best = chunks, best_cost = cost;
   }
