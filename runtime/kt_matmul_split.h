@@ -2,38 +2,44 @@
 /* runtime/kt_matmul_split.h: how many chunks a warp-tiled matmul kernel
  * splits K into, shared by its launcher (templates/matmul_wt.cu.tpl) and
  * dispatch's cost model (runtime/matmul.c), so that the model predicts the
- * launch that runs.  Apart from kt_variant.h, which every kernel
- * includes, as only these two use it.  Like kt_variant.h it enters no
+ * launch that runs.  Kept out of kt_variant.h, which every kernel
+ * includes, since only these two use it.  Like kt_variant.h it enters no
  * variant's source hash (ktgen hashes the templates' .cuh includes only):
- * a change here keeps what was measured, so re-tune after one. */
+ * a change here keeps what was measured, so tune again after one. */
 #ifndef KT_MATMUL_SPLIT_H
 #define KT_MATMUL_SPLIT_H
 
 #include "kt_variant.h"
 
 /* The split a warp-tiled kernel launches with: of 1 to kt_matmul_splits'
- * chunks (as many as fill a wave of resident blocks, SPLIT at most), the
- * number that finishes first, counted in an SM's multiply-adds:
- * - the busiest SM's blocks: an SM that holds q of them, `per_sm` resident
- *   at a time, is busy for max(q, KT_MATMUL_SPLIT_BUSY x per_sm x rounds)
- *   blocks' time, each BM x BN x (its chunk's K + KT_MATMUL_FIXED_K): with
- *   fewer blocks than that beside each other an SM waits on memory, with
- *   more they share its time;
+ * chunks (as many as fill a wave of resident blocks, SPLIT at most, each
+ * at least KT_MATMUL_MIN_CHUNK_K deep, within KT_MATMUL_MAX_WORKSPACE),
+ * the count that finishes first, its cost counted in an SM's
+ * multiply-adds:
+ * - the busiest SM's blocks: with tiles x chunks blocks over `sm` SMs, the
+ *   busiest holds q = ceil(tiles x chunks / sm), `per_sm` resident at a
+ *   time, in rounds = ceil(q / per_sm), and is busy for max(q,
+ *   KT_MATMUL_SPLIT_BUSY x per_sm x rounds) blocks' time, each BM x BN x
+ *   (its chunk's K + KT_MATMUL_FIXED_K): with fewer blocks than that beside
+ *   each other an SM waits on memory, with more they share its time;
  * - with more than one chunk, the workspace: each chunk's partial tile
  *   written and read and C written, (2 chunks + 1) x M x N floats shared
- *   by the SMs, each float worth KT_MATMUL_SPLIT_FLOAT multiply-adds, and
- *   the reduction's launch, KT_MATMUL_SPLIT_LAUNCH.
+ *   by the SMs (the count of the cost model's reduction term; the one
+ *   chunk's own C write is not counted, a slight lean towards fewer
+ *   chunks), each float worth KT_MATMUL_SPLIT_FLOAT multiply-adds, and the
+ *   reduction's launch, KT_MATMUL_SPLIT_LAUNCH.
  * Ties go to fewer chunks.  Filling the wave alone overshot where the
  * tiles were few and large (36 tiles of 128 x 128, 2 resident, in 4 chunks
  * put two blocks on 12 of 132 SMs, which then took twice as long as the
  * rest) and where a short K made the workspace dear (16363x60x417 on 32 x
- * 64 tiles: one chunk 1.34 times as fast as three).  Half the blocks that
- * fit as the busy share cut 128 x 128 and 64 x 128 tiles to too few blocks
- * at 128x8192x8192 and 8192x128x8192 (2 chunks, 0.88 of 4); a lone block
- * counted as busy (the cost model's SATURATE) did so everywhere (H100,
- * bench/reference/matmul_random/README.md, run 18).  The launchers split
- * with it and the runtime's cost model predicts with it.  Returns the
- * chunks and their K in *k_chunk, as kt_matmul_splits does. */
+ * 64 tiles: one chunk 1.34 times as fast as three).  Counting a lone block
+ * as busy (the cost model's SATURATE) cut 64 x 128 tiles and those of 4x4
+ * threads to too few blocks (run 17); half the blocks that fit as the busy
+ * share still cut 128 x 128 and 64 x 128 tiles to 2 chunks at
+ * 128x8192x8192 and 8192x128x8192, which ran 0.88 times as fast as 4 (run
+ * 18; H100, bench/reference/matmul_random/README.md).  The launchers split
+ * with it and the runtime's cost model predicts the same split.  Returns
+ * the chunks and their K in *k_chunk, as kt_matmul_splits does. */
 #define KT_MATMUL_FIXED_K 32.0       /* a block's fixed cost, in K steps of its multiply-adds */
 #define KT_MATMUL_SPLIT_BUSY 0.6     /* share of the blocks that fit an SM that keep it busy */
 #define KT_MATMUL_SPLIT_FLOAT 32.0   /* an SM's multiply-adds while its share of one workspace float moves */

@@ -109,12 +109,14 @@ static inline long long kt_hist_part_buckets(long long nbins, long long smem_opt
 /* Workspace split-K: K is cut into at most `split` chunks of whole BK
  * steps, and no more than it takes for the tiles' blocks to fill `slots`
  * (one wave: the GPU's SMs times the kernel's blocks per SM; the chunks
- * then keep every SM busy at once, and more would only add fixed costs and
- * workspace traffic), each at least KT_MATMUL_MIN_CHUNK_K long, with a
- * workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of partial tiles.
+ * then keep every SM busy at once), each at least KT_MATMUL_MIN_CHUNK_K
+ * long, with a workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of
+ * partial tiles.
  * Returns the number of chunks (1: no workspace) and the K of each in
- * *k_chunk (the last may be shorter).  The one formula: the launchers
- * split with it and the runtime's cost model predicts with it. */
+ * *k_chunk (the last may be shorter).  The cap that the launchers'
+ * splits (kt_matmul_splits_balanced in kt_matmul_split.h, and
+ * kt_matmul_splits_in_wave below) choose within; the runtime's cost model
+ * predicts with the same functions. */
 #define KT_MATMUL_MAX_WORKSPACE (256ll << 20)
 #define KT_MATMUL_MIN_CHUNK_K 128
 static inline long long kt_matmul_splits(long long M, long long N, long long K, int BM, int BN, int BK, int split,

@@ -279,6 +279,9 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * best to 0.98 and the geometric mean from 0.973 to 0.978, with seeds
  * 4242 and 9001 at or above their previous figures (0.958 to 0.961,
  * 0.975); anywhere from 8 to 32 steps gives the same figures within 0.001.
+ * FIXED_K is also the warp tiles' launchers' (KT_MATMUL_FIXED_K,
+ * kt_matmul_split.h): they choose their K split with it, so a change to it
+ * moves their launches and, entering no source hash, wants a fresh tune.
  * SATURATE replaced "half the SM's blocks" when clusters of 8 joined the
  * space (bench/reference/matmul_random/README.md, run 6): replayed offline
  * over that make tune and every variant timed on five seeds (default, 77,
