@@ -503,8 +503,9 @@ constexpr int SPLIT = $(split); // most K chunks
 
 /* Blocks of this kernel that fit one SM of the current device, asked of
  * the device once (after the launcher's shared-memory opt-in): split-K
- * cuts K into no more chunks than fill one wave of them.  (Dispatch's cost
- * model uses the registry's estimate of the same number.) */
+ * fills at most one wave of them, and counts an SM busy from a share of
+ * them (kt_matmul_splits_balanced).  Dispatch's cost model counts the same
+ * number from the kernel's compiled registers (runtime/resident.c). */
 static int blocks_per_sm(void)
 {
   static kt_launch_once once;
@@ -545,8 +546,8 @@ static int launch(const kt_matmul_args *a, cudaStream_t stream)
 @ if split > 1 then
   /* Up to as many chunks as fill a wave, SPLIT at most, with whole BK
    * steps each and a bounded workspace, as many of those as finish first
-   * (kt_matmul_splits_balanced, runtime/kt_matmul_split.h: dispatch's cost model
-   * predicts with the same formula); one chunk needs no workspace. */
+   * (kt_matmul_splits_balanced, runtime/kt_matmul_split.h; dispatch's cost
+   * model predicts the same split); one chunk needs no workspace. */
   const size_t tile_bytes = (size_t)a->M * a->N * sizeof(float);
   long long chunk = 0;
   const long long splits =
