@@ -384,15 +384,16 @@ typedef struct geom {
  * Blocks an SM holds: as compiled, on d (kt_resident_blocks), which is
  * also what the warp tiles' launchers split K by (they ask the device);
  * the space's estimate only where this build has no ptxas count.  That
- * estimate was off by up to a factor of two: it took the few-column 1x16 tile for
- * 184 registers a thread, one block an SM, where ptxas gave it 118, two
- * blocks, so the model priced its cluster-of-4 twin, whose 164 blocks then
- * needed two rounds, above the unclustered one and sent 41x12x9026 to the
- * latter at 0.75 of the former (H100).  Replayed over the shipped files
- * and every variant timed on run 15's six suites, dispatch went from
- * 0.9715 to 0.9748 of the best (H100) and 0.9707 to 0.9778 (H200), and
- * over runs 12 and 13's from 0.9748 to 0.9760 and 0.9744 to 0.9757, 0.9735
- * to 0.9748 (bench/reference/matmul_random/README.md, run 19). */
+ * estimate was off by up to a factor of two: it took the few-column 1x16
+ * tile for 184 registers a thread, one block an SM, where ptxas gave it
+ * 118, two blocks, so the model priced its cluster-of-4 twin, whose 164
+ * blocks then needed two rounds, above the unclustered one and sent
+ * 41x12x9026 to the latter at 0.75 of the former (H100).  Replayed over
+ * the shipped files and every variant timed on run 15's six suites,
+ * dispatch went from 0.9715 to 0.9748 of the best (H100) and 0.9707 to
+ * 0.9778 (H200); on run 13's, 0.9748 to 0.9760 (H100) and 0.9744 to
+ * 0.9757 (H200); on run 12's, 0.9735 to 0.9748 (H200)
+ * (bench/reference/matmul_random/README.md, run 19). */
 static geom geometry(const kt_variant *v, const kt_device_info *d)
 {
   geom g;

@@ -51,8 +51,8 @@ Test(resident, the_table_is_sorted_and_holds_every_matmul_kernel_of_the_build)
               kt_kernel_regs[i - 1].target, kt_kernel_regs[i].name, kt_kernel_regs[i].target);
   }
   for (int i = 0; i < kt_kernel_regs_count; ++i)
-    cr_assert(kt_kernel_regs[i].regs >= 1 && kt_kernel_regs[i].regs <= 255, "%s: %d registers",
-              kt_kernel_regs[i].name, kt_kernel_regs[i].regs);
+    cr_assert(kt_kernel_regs[i].regs >= 1 && kt_kernel_regs[i].regs <= 255, "%s: %d registers", kt_kernel_regs[i].name,
+              kt_kernel_regs[i].regs);
   /* Every matmul kernel is a plain extern "C" entry named as its variant,
    * so ptxas reported each one, for each target it was built for. */
   int matmul = 0;
@@ -136,7 +136,7 @@ Test(resident, threads_and_the_block_limit_cap_the_count)
   kt_device_info d = kt_test_device("NVIDIA H100", 90, 1);
   d.regs_per_sm = 1 << 30; /* nor registers */
   const kt_variant big = variant_of(e, 1024, 0), small = variant_of(e, 32, 0);
-  cr_assert_eq(kt_resident_blocks(&big, &d), 2);   /* 2048 threads an SM */
+  cr_assert_eq(kt_resident_blocks(&big, &d), 2);    /* 2048 threads an SM */
   cr_assert_eq(kt_resident_blocks(&small, &d), 32); /* 64 by threads, 32 blocks at most */
   d.max_blocks_per_sm = 16;
   cr_assert_eq(kt_resident_blocks(&small, &d), 16);
