@@ -254,21 +254,21 @@ $(KT_VARIANTS_gemm:%=build/obj/%.o): $(KT_INCLUDES_gemm)
 # not run elsewhere); the generator makes these variants for sm_90 targets only.
 $(patsubst %,build/obj/%.o,$(filter gemm/gemm_wgmma_%,$(KT_VARIANTS_gemm))): SASS_ONLY = -gencode=arch=compute_90a,code=sm_90a
 
-# The registry is the one internal that libktune.so exports (build/libktune.map).
+# The registry and the kernels' ptxas counts below are the internals that
+# libktune.so exports (build/libktune.map).
 $(REGISTRY_OBJ): generated/registry.c generated/registry.h runtime/kt_variant.h
-	$(call say,CC,$<)
-	@mkdir -p $(@D)
-	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -c $< -o $@
 
 # What ptxas gave each variant's kernel (registers, static shared memory),
 # read from the reports once the kernels are compiled: dispatch's cost model
-# counts the blocks an SM holds with it (runtime/resident.c).  Exported
-# beside the registry.
+# counts the blocks an SM holds with it (runtime/resident.c).
 build/kernel_regs.c: $(VARIANT_OBJS) generator/kernel_regs.lua
 	$(call say,GEN,$@)
 	$(Q)$(LUA) generator/kernel_regs.lua $(VARIANT_OBJS:.o=.ptxas) > $@.tmp && mv -f $@.tmp $@
 
 $(KERNEL_REGS_OBJ): build/kernel_regs.c runtime/kt_internal.h runtime/kt_variant.h
+
+# Both keep their symbols visible; the rest of the runtime's are hidden.
+$(REGISTRY_OBJ) $(KERNEL_REGS_OBJ):
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -c $< -o $@
