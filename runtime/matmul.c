@@ -357,6 +357,32 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * them, staging won at 1.07 to 1.30 times the best in-place variant on 6
  * of those 96 shapes, all with M over 1000. */
 #define STAGE_MIN_K 32
+/* A float4 kernel stores a row of C a float4 at a time only where the row
+ * starts 16-byte aligned (store4 in templates/matmul_wt.cu.tpl); on the
+ * other rows each lane stores its four columns one float at a time, and a
+ * warp's store writes 8 bytes into each of 16 sectors.  The tuner times float4
+ * kernels only at rows whose C takes float4 (where B is unaligned only the
+ * 4-byte kernels are timed), so their calibration never sees those stores.
+ * They bound the kernel's time from below (its multiply-adds go on under
+ * them) at C_SCALAR_BW.  Measured on an H100 at short K,
+ * where the stores are all the time (bench/reference/matmul_random, runs
+ * 18-20, best float4 variant of each shape): 0.3 to 0.7e9 bytes per ms for
+ * the 128x256 and 128x128 tiles, 1.0 to 1.3e9 for the 4x4 thread tiles.
+ * Without the bound, 2882x1145x35 (ldc odd) went to a 128x256 float4 tile
+ * predicted at 0.0175 ms that took 0.037, twice the 4-byte tiles' 0.018
+ * (held-out seed 123457, H100 and H200). */
+#define C_SCALAR_BW 0.6e9 /* bytes per ms of C stored a float at a time */
+
+/* Share of C's rows that start 16-byte unaligned: rows r of C + r ldc. */
+static double scalar_row_share(const void *C, long long ldc)
+{
+  const long long first = (long long)(((uintptr_t)C >> 2) & 3u); /* C's float offset from 16 bytes */
+  int aligned = 0;
+  for (long long r = 0; r < 4; ++r) /* the pattern repeats every 4 rows */
+    aligned += (first + r * (ldc % 4)) % 4 == 0;
+  return 1.0 - aligned / 4.0;
+}
+
 static double stage_ms(long long N, long long K)
 {
   return T_LAUNCH_MS + WORKSPACE_MS + (double)K * (double)(N + kt_matmul_stage_ld(N)) * 4.0 / WORKSPACE_BW;
@@ -588,6 +614,7 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
   const double staging = stage_ms(N, K);
   const int may_stage = K >= STAGE_MIN_K && N > FEW_COLUMNS;
   double best_stage = 0;
+  const double c_scalar = scalar_row_share(call->C, call->ldc) * (double)M * (double)N * 4.0 / C_SCALAR_BW;
   for (int x = 0; x < m->nvar; ++x) {
     const int staged = kt_matmul_stages(m->var[x], call->B, call->ldb);
     if (staged ? !may_stage || !serves_call_staged(m->var[x], d, call) : !serves_call(m->var[x], d, call))
@@ -606,7 +633,10 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
     int launches;
     double traffic;
     const double u = units(&m->g[x], (double)M, (double)N, (double)K, m->sm, &launches, &traffic);
-    const double pred = launches * T_LAUNCH_MS + traffic + exp(num / den) * u + stage;
+    /* A split through a workspace writes C in its reduction, a float per
+     * lane in coalesced rows: only a kernel that writes C itself is bound. */
+    const double c_bound = m->var[x]->align > 1 && launches == 1 ? c_scalar : 0.0;
+    const double pred = launches * T_LAUNCH_MS + traffic + fmax(exp(num / den) * u, c_bound) + stage;
     if (pred < best_ms) {
       second = best, second_ms = best_ms;
       best = m->var[x], best_ms = pred, best_stage = stage;
@@ -665,12 +695,14 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
   }
   /* The decision depends on the shape, on whether float4 variants read B
-   * in place, on the rows' alignment (which tuned problems calibrate) and
-   * on whether B is one contiguous column (dispatch_serves_shape);
+   * in place, on the rows' alignment (which tuned problems calibrate), on
+   * how many of C's rows take float4 stores and on whether B is one
+   * contiguous column (dispatch_serves_shape);
    * remembered per context (relaxed atomics: a lost or torn slot only costs
    * a prediction, and a hit is checked against serves_call_staged()). */
   const int wide = in_place && kt_matmul_b_in_place(call->C, call->ldc); /* C as float4 rows too */
-  const uint64_t key = cache_key(M, N, K, wide | in_place << 1 | (call->ldb == 1) << 2);
+  const int scalar_rows = (int)(4 * scalar_row_share(call->C, call->ldc)); /* 0 to 4 quarters */
+  const uint64_t key = cache_key(M, N, K, wide | in_place << 1 | (call->ldb == 1) << 2 | scalar_rows << 3);
   const int slot = (int)(key >> 56) % CACHE_SLOTS;
   if (!out && __atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key) {
     const int i = __atomic_load_n(&m->cache[slot].variant, __ATOMIC_RELAXED);
