@@ -373,14 +373,15 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * (held-out seed 123457, H100 and H200). */
 #define C_SCALAR_BW 0.6e9 /* bytes per ms of C stored a float at a time */
 
-/* Share of C's rows that start 16-byte unaligned: rows r of C + r ldc. */
-static double scalar_row_share(const void *C, long long ldc)
+/* Of every 4 rows r of C (at C + r ldc; the pattern repeats), how many
+ * start 16-byte unaligned: 0 to 4. */
+static int scalar_rows_of_4(const void *C, long long ldc)
 {
   const long long first = (long long)(((uintptr_t)C >> 2) & 3u); /* C's float offset from 16 bytes */
-  int aligned = 0;
-  for (long long r = 0; r < 4; ++r) /* the pattern repeats every 4 rows */
-    aligned += (first + r * (ldc % 4)) % 4 == 0;
-  return 1.0 - aligned / 4.0;
+  int unaligned = 0;
+  for (long long r = 0; r < 4; ++r)
+    unaligned += (first + r * (ldc % 4)) % 4 != 0;
+  return unaligned;
 }
 
 static double stage_ms(long long N, long long K)
@@ -582,9 +583,10 @@ static uint64_t cache_key(long long M, long long N, long long K, int align_class
 }
 
 /* The predicted best variant that serves the call, B staged where a
- * variant must (priced by stage_ms), or NULL; out gets why. */
+ * variant must (priced by stage_ms), C's stores bound by its scalar_rows
+ * of every 4 (scalar_rows_of_4), or NULL; out gets why. */
 static const kt_variant *predict(const model *m, const kt_device_info *d, long long M, long long N, long long K,
-                                 int wide, const matmul_call *call, kt_choice *out)
+                                 int wide, int scalar_rows, const matmul_call *call, kt_choice *out)
 {
   /* Each tuned problem's weight, exp(lw - lwmax), over every problem the
    * database holds (a user's tunes add the shapes it called); on the
@@ -614,7 +616,7 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
   const double staging = stage_ms(N, K);
   const int may_stage = K >= STAGE_MIN_K && N > FEW_COLUMNS;
   double best_stage = 0;
-  const double c_scalar = scalar_row_share(call->C, call->ldc) * (double)M * (double)N * 4.0 / C_SCALAR_BW;
+  const double c_scalar = scalar_rows / 4.0 * (double)M * (double)N * 4.0 / C_SCALAR_BW;
   for (int x = 0; x < m->nvar; ++x) {
     const int staged = kt_matmul_stages(m->var[x], call->B, call->ldb);
     if (staged ? !may_stage || !serves_call_staged(m->var[x], d, call) : !serves_call(m->var[x], d, call))
@@ -701,7 +703,7 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
    * remembered per context (relaxed atomics: a lost or torn slot only costs
    * a prediction, and a hit is checked against serves_call_staged()). */
   const int wide = in_place && kt_matmul_b_in_place(call->C, call->ldc); /* C as float4 rows too */
-  const int scalar_rows = (int)(4 * scalar_row_share(call->C, call->ldc)); /* 0 to 4 quarters */
+  const int scalar_rows = scalar_rows_of_4(call->C, call->ldc);
   const uint64_t key = cache_key(M, N, K, wide | in_place << 1 | (call->ldb == 1) << 2 | scalar_rows << 3);
   const int slot = (int)(key >> 56) % CACHE_SLOTS;
   if (!out && __atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key) {
@@ -712,7 +714,7 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
   }
   /* A decision made here, not remembered: the shape has no tuned entry. */
   note_miss(c, t, M, N, K);
-  const kt_variant *v = predict(m, d, M, N, K, wide, call, out);
+  const kt_variant *v = predict(m, d, M, N, K, wide, scalar_rows, call, out);
   if (!v)
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
   __atomic_store_n(&m->cache[slot].key, 0, __ATOMIC_RELAXED);
