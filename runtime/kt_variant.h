@@ -108,8 +108,8 @@ static inline long long kt_hist_part_buckets(long long nbins, long long smem_opt
 
 /* Workspace split-K: K is cut into at most `split` chunks of whole BK
  * steps, and no more than it takes for the tiles' blocks to fill `slots`
- * (one wave: the GPU's SMs times the kernel's blocks per SM; the chunks
- * then keep every SM busy at once), each at least KT_MATMUL_MIN_CHUNK_K
+ * (a number of waves, each the GPU's SMs times the kernel's blocks per
+ * SM, that the caller picks), each at least KT_MATMUL_MIN_CHUNK_K
  * long, with a workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of
  * partial tiles.
  * Returns the number of chunks (1: no workspace) and the K of each in

@@ -89,7 +89,7 @@ local S = {
         { "group", { 8 }, "block rows per band of the launch order (L2 reuse of B)", tag = "g" },
         { "occ", { 0, 1, 2, 3, 4 }, "blocks per SM the compiler must fit (caps registers); 0 = no hint", tag = "o" },
         { "split", { 1, 4, 16, 256 }, "most chunks K is split into, summed through a workspace (deterministic): " ..
-          "as many as fill one wave of blocks, each at least 128 deep; 1 = none", tag = "k" },
+          "as many as finish first within four waves of blocks, each at least 128 deep; 1 = none", tag = "k" },
         { "cluster", { 1, 2, 4, 8 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none",
           tag = "c" },
       },

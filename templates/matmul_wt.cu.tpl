@@ -503,8 +503,8 @@ constexpr int SPLIT = $(split); // most K chunks
 
 /* Blocks of this kernel that fit one SM of the current device, asked of
  * the device once (after the launcher's shared-memory opt-in): split-K
- * fills at most one wave of them, and counts an SM busy from a share of
- * them (kt_matmul_splits_balanced).  Dispatch's cost model counts the same
+ * fills at most four waves of them, and counts an SM's last round busy
+ * from a share of them (kt_matmul_splits_balanced).  Dispatch's cost model counts the same
  * number from the kernel's compiled registers (runtime/resident.c). */
 static int blocks_per_sm(void)
 {
@@ -544,7 +544,7 @@ static int launch(const kt_matmul_args *a, cudaStream_t stream)
     return (int)oe;
 @ end
 @ if split > 1 then
-  /* Up to as many chunks as fill a wave, SPLIT at most, with whole BK
+  /* Up to as many chunks as fill four waves, SPLIT at most, with whole BK
    * steps each and a bounded workspace, as many of those as finish first
    * (kt_matmul_splits_balanced, runtime/kt_matmul_split.h; dispatch's cost
    * model predicts the same split); one chunk needs no workspace. */

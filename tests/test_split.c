@@ -67,3 +67,20 @@ Test(split, many_tiles_or_a_short_k_split_little)
   cr_assert_eq(k_chunk, 4096);
   cr_assert_eq(chunks_of(16363, 60, 417, 32, 64, 16, 256, 8, &k_chunk), 1);
 }
+
+/* Small tiles may fill more than one wave: 294x8276x13102 on 64x128 tiles,
+ * 4 an SM, makes 325 tiles, so one wave (528 blocks) allowed 2 chunks at
+ * most (1.74 ms), where 6 took 1.53 and 8 1.45 (H100, every count forced;
+ * cuBLAS 1.43-1.50).  Four waves allow 7, and only the last round of an
+ * SM runs short of blocks. */
+Test(split, small_tiles_split_past_one_wave)
+{
+  long long k_chunk;
+  const long long c = chunks_of(294, 8276, 13102, 64, 128, 16, 16, 4, &k_chunk);
+  cr_assert(c >= 5 && c <= 7, "294x8276x13102 on 64x128 tiles: %lld chunks", c);
+  /* 17x4022x11740 on 32x64 tiles, 8 an SM: 63 tiles, so four waves allow
+   * 67 chunks, but K is split only while a chunk pays: 12 and 16 took
+   * 0.131 ms, 8 0.135, 4 0.149. */
+  const long long d = chunks_of(17, 4022, 11740, 32, 64, 8, 256, 8, &k_chunk);
+  cr_assert(d >= 8 && d <= 16, "17x4022x11740 on 32x64 tiles: %lld chunks", d);
+}
