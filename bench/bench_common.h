@@ -63,18 +63,22 @@ struct bench_options {
   bool quick = false;
   unsigned long long seed = 0; /* --seed: the bench's random suite; 0 = its default */
   bool vectors = false;        /* --vectors: the bench's vector-like suite, where it has one */
+  int rows_lo = 0, rows_hi = 0; /* --rows LO:HI: M drawn over LO..HI only (0: the suite's own range) */
+  int cols_lo = 0, cols_hi = 0; /* --cols LO:HI: N likewise */
 };
 
 static inline void bench_usage(FILE *f, const char *prog, const char *about)
 {
   fprintf(f,
-          "usage: %s [--db PATH] [--out DIR] [--quick] [--seed N] [--vectors]\n"
+          "usage: %s [--db PATH] [--out DIR] [--quick] [--seed N] [--vectors] [--rows LO:HI] [--cols LO:HI]\n"
           "%s\n"
           "  --db PATH   tuning database (default: $KTUNE_DB, else the library's default)\n"
           "  --out DIR   directory for the CSV and the plot (default: bench/results)\n"
           "  --quick     a short run\n"
           "  --seed N    seed of a generated suite (where the bench has one)\n"
-          "  --vectors   the generated suite of products with M or N from 1 to 16 (where the bench has one)\n",
+          "  --vectors   the generated suite of products with M or N from 1 to 16 (where the bench has one)\n"
+          "  --rows LO:HI  a generated suite's M drawn log-uniform over LO..HI alone (where the bench has one)\n"
+          "  --cols LO:HI  the same for N\n",
           prog, about);
 }
 
@@ -93,6 +97,15 @@ static inline bench_options bench_parse_args(int argc, char **argv, const char *
       o.seed = strtoull(argv[++i], nullptr, 0);
     else if (!strcmp(a, "--vectors"))
       o.vectors = true;
+    else if ((!strcmp(a, "--rows") || !strcmp(a, "--cols")) && i + 1 < argc) {
+      const char *v = argv[++i];
+      int *lo = a[2] == 'r' ? &o.rows_lo : &o.cols_lo, *hi = a[2] == 'r' ? &o.rows_hi : &o.cols_hi;
+      char end = 0;
+      if (sscanf(v, "%d:%d%c", lo, hi, &end) != 2 || *lo < 1 || *hi < *lo) {
+        fprintf(stderr, "%s: %s wants LO:HI with 1 <= LO <= HI, not '%s'\n", argv[0], a, v);
+        exit(2);
+      }
+    }
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       bench_usage(stdout, argv[0], about);
       exit(0);

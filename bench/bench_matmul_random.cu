@@ -4,6 +4,7 @@
  *
  *   make build/bench_matmul_random
  *   ./build/bench_matmul_random [--db PATH] [--out bench/results] [--seed N] [--quick] [--vectors]
+ *                               [--rows LO:HI] [--cols LO:HI]
  *
  * The suite is generated from --seed (default below), never hand-picked:
  * M, N and K log-uniform over 1..16384, the largest sizes scaled down
@@ -14,7 +15,10 @@
  * --vectors draws the corner the few-row and few-column kernels serve
  * instead: one of M and N is 1 (three times in five) or log-uniform over
  * 2..16, the two alternately; the other and K as above.  Its files are
- * named matmul_vectors*.
+ * named matmul_vectors*.  --rows LO:HI draws M log-uniform over LO..HI
+ * alone (the others as before; M is never the size scaled down), --cols
+ * the same for N: a look at one band, such as the few dozen rows that
+ * neither the few-row kernel nor a full warp tile fits.
  *
  * Per shape, on the same random inputs (row-major fp32, C = A B):
  *   ktune    kt_matmul: what dispatch picks for an untuned shape
@@ -84,19 +88,26 @@ static long long pad_ld(long long x, kt_rng *r, const char *kind)
   return x;
 }
 
-static std::vector<call> make_suite(unsigned long long seed, int count, bool vectors)
+static std::vector<call> make_suite(unsigned long long seed, int count, const bench_options &o)
 {
   kt_rng r = {seed};
   std::vector<call> out;
   while ((int)out.size() < count) {
     double m = draw(&r, 1, 16384), n = draw(&r, 1, 16384), k = draw(&r, 1, 16384);
-    if (vectors) {
+    if (o.rows_lo > 0)
+      m = draw(&r, o.rows_lo, o.rows_hi);
+    if (o.cols_lo > 0)
+      n = draw(&r, o.cols_lo, o.cols_hi);
+    if (o.vectors) {
       const double v = kt_rng_next(&r) % 5 < 3 ? 1 : draw(&r, 2, 16);
       *(out.size() % 2 ? &m : &n) = v; /* few columns, then few rows */
     }
     /* Scale the largest down until the work and the matrices fit. */
     while (2 * m * n * k > kMaxFlop || m * k > kMaxElements || k * n > kMaxElements || m * n > kMaxElements) {
-      double *big = m >= n && m >= k ? &m : n >= k ? &n : &k;
+      /* --rows keeps M, --cols N */
+      double *big = o.rows_lo == 0 && m >= n && m >= k ? &m : o.cols_lo == 0 && n >= k ? &n : &k;
+      if (*big <= 1) /* K is 1 already: the band gives */
+        big = m >= n ? &m : &n;
       *big = std::max(1.0, std::floor(*big / 2));
     }
     bool tuned = false;
@@ -177,10 +188,15 @@ int main(int argc, char **argv)
     fprintf(stderr, "cuBLAS is not in CUBLAS_DEFAULT_MATH: the comparison would not be fp32\n");
     return 1;
   }
-  const std::vector<call> suite = make_suite(seed, o.quick ? kQuickShapes : kShapes, o.vectors);
+  const std::vector<call> suite = make_suite(seed, o.quick ? kQuickShapes : kShapes, o);
   const std::string base = o.vectors ? "matmul_vectors" : "matmul_random";
-  printf("suite: %zu shapes from seed %llu (M, N, K log-uniform over 1..16384%s, at most %.3g flop)\n", suite.size(),
-         seed, o.vectors ? "; M or N 1, or log-uniform over 2..16" : "", kMaxFlop);
+  char rows[64] = "", cols[64] = "";
+  if (o.rows_lo > 0)
+    snprintf(rows, sizeof rows, "; M over %d..%d", o.rows_lo, o.rows_hi);
+  if (o.cols_lo > 0)
+    snprintf(cols, sizeof cols, "; N over %d..%d", o.cols_lo, o.cols_hi);
+  printf("suite: %zu shapes from seed %llu (M, N, K log-uniform over 1..16384%s%s%s, at most %.3g flop)\n",
+         suite.size(), seed, rows, cols, o.vectors ? "; M or N 1, or log-uniform over 2..16" : "", kMaxFlop);
   printf("check: ktune and the oracle's winner against cuBLAS, relative Frobenius error <= 64 * 2^-24 * sqrt(K)\n\n");
   printf("%-20s %-8s %9s %9s %9s %8s %8s  %s\n", "shape MxNxK", "kind", "ktune", "oracle", "cuBLAS", "kt/cuBLAS",
          "disp/orc", "dispatched / oracle");
