@@ -243,7 +243,21 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  *            99 against 0.61 and 0.71: the padded count (K up to whole
  *            128-deep steps: 512 for 394, 640 for 523) had sent
  *            15720x2x394 and 7626x1x523 to warp tiles at 0.61 and 0.71 of
- *            the few-column kernel.
+ *            the few-column kernel.  The Guide's tiled kernel (tiled),
+ *            which copies each BS-deep chunk and waits at a barrier before
+ *            its multiply-adds, is priced the same way: with the padded
+ *            count and FIXED_K alone, its time grew with K at half the
+ *            rate it measured (tiled_bs8 4.2 us at 16x16x16, 18.5 at
+ *            16x16x256, H100), so it looked cheap at a mid K (18x19x75 went
+ *            to it at 0.74 of the best, 7.8 us against 5.8).  Replayed over
+ *            each GPU's shipped file and suites, dispatch went from 0.9838
+ *            to 0.9842 of the best (H100, run 26's), 0.9794 to 0.9801 (its
+ *            held-out seeds), 0.9823 to 0.9839 (H200, run 20), 0.9811 to
+ *            0.9800 (its held-out seeds), and on three suites of 17 to 64
+ *            rows from 0.9829 to 0.9858, their worst shape from 0.74 to
+ *            0.83; waits of 16 to 64 steps per chunk give figures within
+ *            0.0015 of each other, so the tiled kernel takes the short-K
+ *            kernel's (bench/reference/matmul_random/README.md, run 28).
  * memory:    A and B read and C written once, at MEMORY_BW: what no
  *            choice of tile saves (it decides calls with a tiny K or a
  *            size of 1).
@@ -391,7 +405,7 @@ static double stage_ms(long long N, long long K)
 
 typedef struct geom {
   int bm, bn, bk, split, cl, bps;
-  int unpipelined; /* the short-K kernel: exact K, a wait per chunk */
+  int unpipelined; /* the short-K and the Guide's tiled kernels: exact K, a wait per chunk */
   int streaming;   /* the few-row and few-column kernels: a chunk's real K */
   int in_wave;     /* splits K within one wave (kt_matmul_splits_in_wave) */
   double sat;      /* blocks that keep an SM busy (see SATURATE) */
@@ -433,7 +447,7 @@ static geom geometry(const kt_variant *v, const kt_device_info *d)
   g.bps = kt_resident_blocks(v, d);
   if (g.bps < 1)
     g.bps = 1;
-  g.unpipelined = strcmp(v->algo, "direct") == 0;
+  g.unpipelined = strcmp(v->algo, "direct") == 0 || strcmp(v->algo, "tiled") == 0;
   g.streaming = g.in_wave = 0;
   double busy_share = 0.5; /* of the SM's blocks that keep it busy, where not a warp tile (below) */
   if (strcmp(v->algo, "skinny") == 0) {
