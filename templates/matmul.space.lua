@@ -26,8 +26,13 @@ local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16
 local DIRECT_TILE = { ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 } }
 local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }, ["16x2"] = { 16, 2 },
                       ["32x1"] = { 32, 1 }, ["16x4"] = { 16, 4 }, ["32x4"] = { 32, 4 } }
+-- The few-column tiles of 32 columns (1x32, 2x32) serve N of 17 to 32, which
+-- before them went to the vector-times-matrix kernel (a lane per column,
+-- half the lanes idle) or to warp tiles: they won 23 shapes of run 28's
+-- suites (H100; 1x17x10286 from 0.70 of cuBLAS to 0.86), 2x32 one of them.
 local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, ["1x16"] = { 1, 16 },
-                    ["4x8"] = { 4, 8 }, ["8x8"] = { 8, 8 }, ["4x16"] = { 4, 16 } }
+                    ["4x8"] = { 4, 8 }, ["8x8"] = { 8, 8 }, ["4x16"] = { 4, 16 }, ["1x32"] = { 1, 32 },
+                    ["2x32"] = { 2, 32 } }
 local MATVEC_TILE = { ["2x1"] = { 2, 1 }, ["4x1"] = { 4, 1 }, ["8x1"] = { 8, 1 } }
 local VECMAT_TILE = { ["1x1"] = { 1, 1 }, ["1x2"] = { 1, 2 }, ["1x4"] = { 1, 4 } }
 
@@ -306,7 +311,7 @@ local S = {
         "KS x (TM + TN) reads in flight per lane and no barrier in the loop; lanes, KW warps and a cluster's " ..
         "blocks split K, sums added in a fixed order; serves N <= TN",
       params = {
-        { "tt", { "1x4", "4x4", "2x8", "1x16", "4x8", "8x8", "4x16" },
+        { "tt", { "1x4", "4x4", "2x8", "1x16", "4x8", "8x8", "4x16", "1x32", "2x32" },
           "TM x TN: rows of C per warp x columns of C per block; a lane reads TN values of B per TM of A",
           tag = "tt" },
         { "threads", { 256 }, "threads per block: 8 warps", tag = "t" },
@@ -333,10 +338,12 @@ local S = {
       prune = {
         { VEC("4 k per lane; one or two warps along K alone, or all 8 in clusters of 1, 4 or 8: the rest lost " ..
           "0.5% (geomean) and 6% at most"),
-          -- 4x16 takes 2 k per lane (4 would spill); it stays in the space
-          -- only so that `--no-prune` can time it again.
+          -- A tile whose 4 k per lane would not fit the registers (4x16,
+          -- 1x32, 2x32) takes 2; 4x16 stays in the space only so that
+          -- `--no-prune` can time it again.
           function(v)
-            return v.depth == (v.tt == "4x16" and 2 or 4) and ((v.kwarps < 8 and v.cluster == 1) or v.kwarps == 8)
+            local ks = 2 * 4 * (v.tm + v.tn) + v.tm * v.tn + 32 <= 255 and 4 or 2
+            return v.depth == ks and ((v.kwarps < 8 and v.cluster == 1) or v.kwarps == 8)
           end },
         { "H200 (bench/reference/matmul_random/README.md, run 15): 4 rows of 8 columns but not 8 of 8 nor 4 of 16 " ..
           "(2 k per lane): 4x8 won every shape of N 5 and 8 with M of 3000 or more (4291x8x6996 58.9 us, 2x8 76.4, " ..
