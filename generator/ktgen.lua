@@ -50,6 +50,7 @@ local space = require("generator.space")
 local render = require("generator.render")
 local targets = require("generator.targets")
 local registry = require("generator.registry")
+local tags = require("generator.tags")
 
 local VERSION = registry.VERSION
 
@@ -151,8 +152,10 @@ end
 -- The DO-NOT-EDIT block of a variant built for the targets of `built`, a
 -- list of { t = target, v = the variant as that target's space derived it }.
 -- For one target it is the block that a build for that target alone writes,
--- the text its source hash is taken from.
-local function header(built, tpl, command)
+-- the text its source hash is taken from.  It lists the parameters that
+-- are not silent (tags.silent) and the includes of the templates folder
+-- that the variant's source, body, includes.
+local function header(built, tpl, command, body)
   local v = built[1].v
   local names = {}
   for _, b in ipairs(built) do names[#names + 1] = b.t.arch end
@@ -166,13 +169,19 @@ local function header(built, tpl, command)
     " * target:  " .. table.concat(names, " "),
   }
   for _, inc in ipairs(tpl.includes) do
-    lines[#lines + 1] = " * includes: " .. inc.path .. " (FNV-1a 64 " .. inc.hash .. ")"
+    if body:find('#%s*include%s+"' .. inc.name:gsub("%p", "%%%0") .. '"') then
+      lines[#lines + 1] = " * includes: " .. inc.path .. " (FNV-1a 64 " .. inc.hash .. ")"
+    end
   end
   lines[#lines + 1] = " * parameters:"
   local width = 0
-  for _, p in ipairs(v.param_names) do width = math.max(width, #p) end
   for _, p in ipairs(v.param_spec) do
-    lines[#lines + 1] = (" *   %-" .. width .. "s = %-6s %s"):format(p[1], tostring(v[p[1]]), p[3])
+    if not tags.silent(p, v) then width = math.max(width, #p[1]) end
+  end
+  for _, p in ipairs(v.param_spec) do
+    if not tags.silent(p, v) then
+      lines[#lines + 1] = (" *   %-" .. width .. "s = %-6s %s"):format(p[1], tostring(v[p[1]]), p[3])
+    end
   end
   -- What a launch needs, once if every target derived the same, else per target.
   local needs, seen = {}, {}
@@ -208,11 +217,19 @@ local function kernel_templates(s, opts, errs)
       local n = 0
       for line in (src .. "\n"):gmatch("([^\n]*)\n") do
         n = n + 1
-        local name = line:match('^%s*#%s*include%s+"([^"/]+%.cuh)"')
-        if name then
+        -- Every header named on an #include line, also inside a $(...)
+        -- that picks one per variant: header() lists those that a
+        -- variant's source does include.
+        local names = line:match("^%s*#%s*include%s") and line:gmatch("([%w_]+%.cuh)") or function() end
+        for name in names do
           local text = read_file(opts.templates .. "/" .. name)
-          if text then
-            tpl.includes[#tpl.includes + 1] = { path = opts.templates .. "/" .. name, hash = fnv1a64(without_spdx(text)) }
+          local known = false
+          for _, inc in ipairs(tpl.includes) do known = known or inc.name == name end
+          if known then
+            -- listed once
+          elseif text then
+            tpl.includes[#tpl.includes + 1] = { name = name, path = opts.templates .. "/" .. name,
+              hash = fnv1a64(without_spdx(text)) }
           else
             errs:add(path, n, ("'%s' is not in %s/"):format(name, opts.templates))
           end
@@ -325,7 +342,7 @@ local function main(argv)
             -- The text a build for t alone writes, less the licence line
             -- and the ABI guard (see the top).
             local one = { { t = t, v = v } }
-            v.source_hash = fnv1a64(header(one, tpl, command_for(t.arch) .. (v.pruned and " --no-prune" or "")) .. body)
+            v.source_hash = fnv1a64(header(one, tpl, command_for(t.arch) .. (v.pruned and " --no-prune" or ""), body) .. body)
             if not built[v.name] then built[v.name] = {}; order[#order + 1] = v.name end
             table.insert(built[v.name], { t = t, v = v, body = body })
           end
@@ -347,7 +364,7 @@ local function main(argv)
       local pruned = false
       for _, x in ipairs(b) do pruned = pruned or x.v.pruned ~= nil end
       f.files[#f.files + 1] = { path = opts.out .. "/" .. fam .. "/" .. name .. ".cu",
-        text = SPDX .. header(b, tpl, command .. (pruned and " --no-prune" or "")) .. registry.abi_guard() .. b[1].body }
+        text = SPDX .. header(b, tpl, command .. (pruned and " --no-prune" or ""), b[1].body) .. registry.abi_guard() .. b[1].body }
     end
     if f then
       local seen = {}

@@ -37,6 +37,7 @@ tags.list = {
   l = { "l2fit", "passes over ranges of bins that fit the L2: 1 on, 0 off" },
   q = { "kwarps", "warps of a block that split K (the rest split rows)" },
   d = { "depth", "k per lane whose loads are in flight at once" },
+  ls = { "stream", "the operand read once is loaded past L1 (L1::no_allocate, L2::256B): 1 on, 0 off" },
 }
 
 -- Parameters whose values read on their own, written without a tag.
@@ -50,6 +51,12 @@ tags.bare = {
 -- `previous` is the parameter before it in the same kernel, if any.
 function tags.check(p, previous)
   local name, tag, join = p[1], p.tag, p.join
+  if p.legacy ~= nil then
+    local listed = false
+    for _, value in ipairs(p[2]) do listed = listed or tostring(value) == tostring(p.legacy) end
+    if not listed then return ("parameter '%s': its legacy value is not one of its values"):format(name) end
+    if join ~= nil or tag == "" then return ("parameter '%s' has a legacy value, so it needs a tag of its own"):format(name) end
+  end
   if join ~= nil then
     if join ~= "x" then return ("parameter '%s': join must be \"x\""):format(name) end
     if tag ~= nil then return ("parameter '%s' joins the one before it, so it has no tag"):format(name) end
@@ -73,6 +80,17 @@ function tags.check(p, previous)
   return nil
 end
 
+-- A parameter added to a kernel after its variants were tuned may name
+-- the value that leaves the kernel as it was (legacy = value).  At that
+-- value the parameter is silent: no token in the variant's name, no line
+-- in its file's header, and the template renders the code it rendered
+-- before (its `@ if` gives the new code to the other values only).  So
+-- those variants keep their names, files and source hashes, and what was
+-- measured for them stays valid; the other values are new variants.
+function tags.silent(p, v)
+  return p.legacy ~= nil and tostring(v[p[1]]) == tostring(p.legacy)
+end
+
 -- The keys of t, sorted.
 function tags.sorted(t)
   local out = {}
@@ -86,7 +104,9 @@ function tags.name(family, k, v)
   local parts = { family, k.algo }
   for _, p in ipairs(k.params) do
     local value = tostring(v[p[1]])
-    if p.join then
+    if tags.silent(p, v) then
+      -- the kernel as it was before the parameter: the name it had then
+    elseif p.join then
       parts[#parts] = parts[#parts] .. p.join .. value
     else
       parts[#parts + 1] = p.tag .. value

@@ -764,7 +764,9 @@ describe("ktgen", function()
         for _, p in ipairs(k.params) do
           local value = tostring(v[p[1]])
           local want
-          if p.join then
+          if tags.silent(p, v) then
+            want = "" -- at its legacy value a parameter adds no token
+          elseif p.join then
             want = p.join .. value
           else
             ok = ok and rest == "" -- the previous token was read to its end
@@ -1051,9 +1053,13 @@ describe("ktgen", function()
               check(h.variant == v.name, where .. "variant " .. tostring(h.variant))
               check(h.family == family and h.algo == v.algo, where .. "family line")
               local k = kernel_of(s, v.algo)
-              check(#h.params == #k.params, where .. ("%d parameter lines for %d parameters"):format(
-                #h.params, #k.params))
-              for i, p in ipairs(k.params) do
+              local shown = {} -- a parameter at its legacy value has no line
+              for _, p in ipairs(k.params) do
+                if not tags.silent(p, v) then shown[#shown + 1] = p end
+              end
+              check(#h.params == #shown, where .. ("%d parameter lines for %d parameters"):format(
+                #h.params, #shown))
+              for i, p in ipairs(shown) do
                 local got = h.params[i] or {}
                 check(got[1] == p[1] and got[2] == tostring(v[p[1]]) and got[3] == p[3],
                   where .. ("parameter %d: expected %s = %s (%s), got %s"):format(
@@ -1159,13 +1165,15 @@ describe("ktgen", function()
     end)
 
     -- A shared header is part of every kernel that includes it: its hash is
-    -- in the kernel's header, so the source hash moves when it does.
+    -- in the kernel's header, so the source hash moves when it does.  What
+    -- a variant includes is read from its generated code, since a template
+    -- may pick the header per variant (matmul's stream parameter).
     it("have the shared headers they include hashed into each generated file", function()
       local problems, checked = {}, 0
       for name, f in pairs(variants("sm_90")) do
         local h = parse_header(f.text)
         local want = {}
-        for inc in read(h.template):gmatch('\n#include "([%w_]+%.cuh)"') do
+        for inc in h.body:gmatch('#include "([%w_]+%.cuh)"') do
           want["templates/" .. inc] = fnv1a64(without_spdx(assert(read("templates/" .. inc))))
         end
         if count(want) > 0 then checked = checked + 1 end
@@ -1183,6 +1191,75 @@ describe("ktgen", function()
       assert.are.same({}, problems)
       local mk = TREE.sm_90.files["variants.mk"]
       assert.is_truthy(mk:find("\nKT_INCLUDES_hist := templates/hist_common.cuh\n", 1, true), mk)
+    end)
+  end)
+
+  -- A parameter added to a kernel after it was tuned, with a legacy value
+  -- (generator/tags.lua, tags.silent): at that value the kernel's variants
+  -- keep their files byte for byte (so their source hashes), and the other
+  -- values are new variants, named and listed as usual.
+  describe("a parameter with a legacy value", function()
+    it("leaves the variants at that value as they were and adds the others", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local tdir, out = dir .. "/templates", dir .. "/out"
+      assert(os.execute("cp -r templates '" .. tdir .. "'"))
+      local args = "--arch sm_90 --templates " .. tdir .. " --out " .. out .. " --quiet"
+      ktgen_ok(args)
+      local before = tree(out)
+
+      -- hist's global-atomics kernel gains the parameter; its template
+      -- includes a header of the templates folder only where it is 1.
+      local space_path, tpl_path = tdir .. "/hist.space.lua", tdir .. "/hist_global.cu.tpl"
+      local lines = lines_of(read(space_path))
+      local at
+      for i, line in ipairs(lines) do
+        if line:find('algo = "global"', 1, true) then at = i end
+        if at and i > at and line:find("params = {", 1, true) then at = i; break end
+      end
+      table.insert(lines, at + 1, '        { "stream", { 0, 1 }, "a test of legacy values", tag = "ls", legacy = 0 },')
+      write(space_path, table.concat(lines, "\n") .. "\n")
+      local tpl = read(tpl_path)
+      local inc = '#include "kt_launch.h"\n'
+      assert(tpl:find(inc, 1, true))
+      write(tpl_path, (tpl:gsub(escape_pattern(inc),
+        function() return [[#include "$(stream == 1 and 'extra.cuh' or 'kt_launch.h')"]] .. "\n" end, 1)))
+      write(tdir .. "/extra.cuh", '/* SPDX-License-Identifier: MIT */\n#include "kt_launch.h"\n')
+      ktgen_ok(args)
+      local after = tree(out)
+
+      local added, changed = {}, {}
+      for _, line in ipairs(tree_diff(before, after)) do
+        local kind, path = line:match("^(.-): (.*)$")
+        if kind == "only in the second" then added[#added + 1] = path
+        elseif path:match("%.cu$") then changed[#changed + 1] = line end
+      end
+      assert.are.same({}, changed) -- every variant file that was there is byte for byte the same
+      local old_global = {}
+      for path in pairs(before) do
+        if path:match("^hist/hist_global_.*%.cu$") then old_global[#old_global + 1] = path end
+      end
+      table.sort(old_global)
+      assert.is_true(#old_global > 0)
+      local want = {}
+      for _, path in ipairs(old_global) do -- the parameter is the kernel's first: its token comes first
+        want[#want + 1] = (path:gsub("^hist/hist_global_", "hist/hist_global_ls1_"))
+      end
+      table.sort(added)
+      assert.are.same(want, added)
+      local text = after[added[1]]
+      local h = parse_header(text)
+      assert.are.equal(fnv1a64(without_spdx(read(tdir .. "/extra.cuh"))), h.includes[tdir .. "/extra.cuh"])
+      assert.are.same({ "stream", "1", "a test of legacy values" }, h.params[1])
+      assert.is_truthy(h.body:find('#include "extra.cuh"', 1, true))
+    end)
+
+    it("is one of the parameter's values, and the parameter has a tag of its own", function()
+      local k = { params = { { "stream", { 0, 1 }, "x", tag = "ls", legacy = 2 } } }
+      assert.is_truthy(tags.check(k.params[1], nil):find("legacy value is not one of its values", 1, true))
+      local joined = { "bk", { 8 }, "x", join = "x", legacy = 8 }
+      assert.is_truthy(tags.check(joined, { "bm", { 8 }, "y", tag = "" }):find("needs a tag of its own", 1, true))
+      assert.is_nil(tags.check({ "stream", { 0, 1 }, "x", tag = "ls", legacy = 0 }, nil))
     end)
   end)
 
@@ -1256,10 +1333,19 @@ describe("ktgen", function()
               "less its licence line and ABI guard")
             check(e.launch == "kt_launch_" .. name, where .. "launch = " .. tostring(e.launch))
             check(e.family == FAMILY_ENUM[f.family], where .. "family = " .. tostring(e.family))
+            -- The registry lists every parameter; the header leaves out
+            -- those at their legacy value (tags.silent).
             local h = parse_header(f.text)
-            local same = h and #h.params == #e.params
+            local k = h and kernel_of(load_space(f.family), h.algo) or { params = {} }
+            local listed = {}
+            for _, p in ipairs(e.params) do
+              local spec
+              for _, q in ipairs(k.params) do if q[1] == p[1] then spec = q end end
+              if not (spec and spec.legacy ~= nil and tostring(spec.legacy) == p[2]) then listed[#listed + 1] = p end
+            end
+            local same = h and #h.params == #listed
             for i, p in ipairs(h and h.params or {}) do
-              same = same and e.params[i] and e.params[i][1] == p[1] and e.params[i][2] == p[2]
+              same = same and listed[i] and listed[i][1] == p[1] and listed[i][2] == p[2]
             end
             check(same, where .. "registry parameters differ from the header's")
           end
