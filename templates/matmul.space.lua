@@ -36,6 +36,27 @@ local GEMV_TILE = { ["1x4"] = { 1, 4 }, ["4x4"] = { 4, 4 }, ["2x8"] = { 2, 8 }, 
 local MATVEC_TILE = { ["2x1"] = { 2, 1 }, ["4x1"] = { 4, 1 }, ["8x1"] = { 8, 1 } }
 local VECMAT_TILE = { ["1x1"] = { 1, 1 }, ["1x2"] = { 1, 2 }, ["1x4"] = { 1, 4 } }
 
+-- The memory-bound kernels' loads of the operand they read once (B in the
+-- few-row and vector-times-matrix kernels, A in the few-column and
+-- matrix-times-vector kernels): as before, or past L1 (ld_stream in
+-- templates/matmul_stream.cuh).  The parameter came after those kernels
+-- were tuned: at 0 it is silent (generator/tags.lua), so their variants
+-- keep their names, sources and source hashes, and what was measured for
+-- them, on every GPU, stays valid; the variants with 1 are new.  Run 27 of
+-- bench/reference/matmul_random/README.md measured the loads on an H100:
+-- 1661x1x3387 from 0.85 of cuBLAS to 0.99, 4051x1x8125 from 0.90 to 1.09;
+-- run 29 kept them for A (the few-column and matrix-times-vector kernels)
+-- and pruned them for B (see the prune rules).
+local STREAM = { "stream", { 0, 1 }, "1: the operand read once is loaded with ld.global.nc.L1::no_allocate.L2::256B " ..
+  "(not kept in L1, L2 fetching 256 bytes a miss); 0: as before the parameter (__ldg or a plain load)", tag = "ls",
+  legacy = 0 }
+-- The template's spelling of such a load, by the value of stream: $(ld)(p)
+-- for __ldg(p), $(ld_open)x[i]$(ld_close) for a plain load x[i].
+local function stream_loads(v, four)
+  v.ld = v.stream == 1 and (four and "ld_stream4" or "ld_stream") or "__ldg"
+  v.ld_open, v.ld_close = v.stream == 1 and "ld_stream(&" or "", v.stream == 1 and ")" or ""
+end
+
 -- The constraint of every kernel with a cluster parameter.
 local CLUSTERS_NEED_SM90 = { "clusters need sm_90 (distributed shared memory)",
   function(v, t) return v.cluster == 1 or t.cc >= 90 end }
@@ -274,9 +295,11 @@ local S = {
           tag = "d" },
         { "cluster", { 1, 2, 4, 8, 16 }, "blocks per cluster along K (more chunks; partials added through " ..
           "distributed shared memory; over 8 needs the non-portable opt-in); 1 = none", tag = "c" },
+        STREAM,
       },
       derive = function(v, t)
         v.tm, v.tn = SKINNY_TILE[v.tt][1], SKINNY_TILE[v.tt][2]
+        stream_loads(v)
         -- The transposed A piece is written one float4 per lane: a row
         -- stride of an odd number of float4 puts a quarter-warp's 8 stores
         -- on 8 distinct 16-byte bank groups.
@@ -302,6 +325,9 @@ local S = {
             local tile = v.tm * 100 + v.tn
             return v.depth == 16 and (tile == 401 or tile == 404 or tile == 804 or tile == 1602) and v.cluster ~= 2
           end },
+        { "H100 (bench/reference/matmul_random/README.md, run 29): B loaded past L1 (stream = 1) ran this kernel " ..
+          "4% slower (geomean over its tuned shapes)",
+          function(v) return v.stream == 0 end },
       },
     },
     {
@@ -320,9 +346,11 @@ local S = {
           tag = "d" },
         { "cluster", { 1, 4, 8 }, "blocks per cluster along K (more chunks; partials added through " ..
           "distributed shared memory); 1 = none", tag = "c" },
+        STREAM,
       },
       derive = function(v, t)
         v.tm, v.tn = GEMV_TILE[v.tt][1], GEMV_TILE[v.tt][2]
+        stream_loads(v)
         v.smem_static = (v.threads // 32) * v.tm * v.tn * F -- the partial rows
         v.smem_dynamic = 0
         -- Registers: two steps of reads (the loop is unrolled twice), the sums, about 32 more.
@@ -365,9 +393,11 @@ local S = {
           tag = "q" },
         { "depth", { 1, 2 }, "DEP: 16-byte pieces of each of its TM rows a lane reads in one step, all in flight " ..
           "before their multiply-adds", tag = "d" },
+        STREAM,
       },
       derive = function(v, t)
         v.tm, v.tn = MATVEC_TILE[v.tt][1], MATVEC_TILE[v.tt][2]
+        stream_loads(v, true)
         v.smem_static = (v.threads // 32) * v.tm * F -- the warps' row sums
         v.smem_dynamic = 0
         -- Registers: the pieces in flight, the rows' starts, heads and sums, about 32 more.
@@ -395,9 +425,11 @@ local S = {
           "wave of blocks); 1 = none", tag = "k" },
         { "cluster", { 1, 8, 16 }, "blocks per cluster along K (the chunks' sums added through distributed " ..
           "shared memory; over 8 needs the non-portable opt-in); 1 = none", tag = "c" },
+        STREAM,
       },
       derive = function(v, t)
         v.tm, v.tn = VECMAT_TILE[v.tt][1], VECMAT_TILE[v.tt][2]
+        stream_loads(v)
         -- The warps' column sums, and the block's for the cluster to read.
         v.smem_static = ((v.threads // 32) + (v.cluster > 1 and 1 or 0)) * 32 * v.tn * F
         v.smem_dynamic = 0
@@ -412,6 +444,12 @@ local S = {
         { "K is split one way: through a workspace or through a cluster, not both, nor neither",
           function(v) return (v.split > 1) ~= (v.cluster > 1) end },
         CLUSTERS_NEED_SM90,
+      },
+      prune = {
+        { "H100 (bench/reference/matmul_random/README.md, run 29): B loaded past L1 (stream = 1) won only where B " ..
+          "is large (1x4096x4096, up to 1.22x), and dispatch, calibrating these variants' cost there, sent calls " ..
+          "of a short K to them at 0.53 to 0.71 of the best (1x7244x339, 1x5936x161, 1x780x79)",
+          function(v) return v.stream == 0 end },
       },
     },
   },

@@ -2,7 +2,7 @@
 @ -- templates/matmul_gemv.cu.tpl: the matmul family's kernel for a few columns, C = alpha * A * B + beta * C.
 @ -- Row-major fp32 with leading dimensions; any M, N, K >= 1, any alignment.  The space
 @ -- (templates/matmul.space.lua) sets the values used below.
-#include "kt_launch.h"
+#include "$(stream == 1 and 'matmul_stream.cuh' or 'kt_launch.h')"
 
 /*
  * Few-column matrix multiply (N <= TN, down to a matrix times a vector):
@@ -89,7 +89,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
       const bool k_in = k0 + s * 32 + lane < ke;
 #pragma unroll
       for (int i = 0; i < TM; ++i)
-        a[s][i] = k_in && row_in[i] ? arow[(size_t)i * lda + k0 + s * 32] : 0.0f;
+        a[s][i] = k_in && row_in[i] ? $(ld_open)arow[(size_t)i * lda + k0 + s * 32]$(ld_close) : 0.0f;
 #pragma unroll
       for (int j4 = 0; j4 < TN / 4; ++j4) {
         const float *bq = brow + (size_t)(k0 + s * 32) * ldb + 4 * j4;

@@ -2,7 +2,7 @@
 @ -- templates/matmul_matvec.cu.tpl: the matmul family's matrix-times-vector kernel, C = alpha * A * B + beta * C
 @ -- with N = 1.  Row-major fp32 with leading dimensions; any M, N, K, any 4-byte alignment.  The space
 @ -- (templates/matmul.space.lua) sets the values used below.
-#include "kt_launch.h"
+#include "$(stream == 1 and 'matmul_stream.cuh' or 'kt_launch.h')"
 
 /*
  * Matrix times a vector (N = 1): A, M x K, is read once and the time is
@@ -78,7 +78,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
 #pragma unroll
         for (int i = 0; i < TM; ++i) {
           const int p = p0 + (s * KW + wq) * 32 + lane;
-          a[s][i] = p < pieces[i] ? __ldg((const float4 *)(row[i] + head[i]) + p) : make_float4(0.f, 0.f, 0.f, 0.f);
+          a[s][i] = p < pieces[i] ? $(ld)((const float4 *)(row[i] + head[i]) + p) : make_float4(0.f, 0.f, 0.f, 0.f);
         }
 #pragma unroll
       for (int s = 0; s < DEP; ++s)

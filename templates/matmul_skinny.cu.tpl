@@ -2,7 +2,7 @@
 @ -- templates/matmul_skinny.cu.tpl: the matmul family's kernel for a few rows, C = alpha * A * B + beta * C.
 @ -- Row-major fp32 with leading dimensions; any M, N, K >= 1, any alignment.  The space
 @ -- (templates/matmul.space.lua) sets the values used below.
-#include "kt_launch.h"
+#include "$(stream == 1 and 'matmul_stream.cuh' or 'kt_launch.h')"
 
 /*
  * Few-row matrix multiply (M <= TM, down to a row vector times a matrix):
@@ -98,7 +98,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
       for (int u = 0; u < KI; ++u)
 #pragma unroll
         for (int t = 0; t < TN; ++t)
-          b[u][t] = kk + u < kn && col_in[t] ? bcol[(size_t)(k0 + kk + u) * ldb + 32 * t] : 0.0f;
+          b[u][t] = kk + u < kn && col_in[t] ? $(ld_open)bcol[(size_t)(k0 + kk + u) * ldb + 32 * t]$(ld_close) : 0.0f;
 #pragma unroll
       for (int u = 0; u < KI; ++u) {
         float a[TM];

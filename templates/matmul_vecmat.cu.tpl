@@ -2,7 +2,7 @@
 @ -- templates/matmul_vecmat.cu.tpl: the matmul family's vector-times-matrix kernel, C = alpha * A * B + beta * C
 @ -- with M = 1.  Row-major fp32 with leading dimensions; any M, N, K, any 4-byte alignment.  The space
 @ -- (templates/matmul.space.lua) sets the values used below.
-#include "kt_launch.h"
+#include "$(stream == 1 and 'matmul_stream.cuh' or 'kt_launch.h')"
 
 /*
  * A row vector times a matrix (M = 1): B, K x N, is read once and the time
@@ -84,7 +84,7 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
         a[u] = k < ke ? __ldg(a_row + k) : 0.0f;
 #pragma unroll
         for (int t = 0; t < TN; ++t)
-          b[u][t] = k < ke && col_in[t] ? __ldg(bcol + (size_t)k * ldb + 32 * t) : 0.0f;
+          b[u][t] = k < ke && col_in[t] ? $(ld)(bcol + (size_t)k * ldb + 32 * t) : 0.0f;
       }
 #pragma unroll
       for (int u = 0; u < KI; ++u)
