@@ -55,7 +55,9 @@ function tags.check(p, previous)
     local listed = false
     for _, value in ipairs(p[2]) do listed = listed or tostring(value) == tostring(p.legacy) end
     if not listed then return ("parameter '%s': its legacy value is not one of its values"):format(name) end
-    if join ~= nil or tag == "" then return ("parameter '%s' has a legacy value, so it needs a tag of its own"):format(name) end
+    if join ~= nil or tag == "" then
+      return ("parameter '%s' has a legacy value, so it needs a tag of its own"):format(name)
+    end
   end
   if join ~= nil then
     if join ~= "x" then return ("parameter '%s': join must be \"x\""):format(name) end
@@ -83,10 +85,11 @@ end
 -- A parameter added to a kernel after its variants were tuned may name
 -- the value that leaves the kernel as it was (legacy = value).  At that
 -- value the parameter is silent: no token in the variant's name, no line
--- in its file's header, and the template renders the code it rendered
--- before (its `@ if` gives the new code to the other values only).  So
--- those variants keep their names, files and source hashes, and what was
--- measured for them stays valid; the other values are new variants.
+-- in its file's header; and where the template renders there the code it
+-- rendered before (the value picked inside a line, `$(...)`: an `@ if`
+-- line would renumber the #line directives after it), those variants keep
+-- their names, files and source hashes, and what was measured for them
+-- stays valid.  The other values are new variants.
 function tags.silent(p, v)
   return p.legacy ~= nil and tostring(v[p[1]]) == tostring(p.legacy)
 end
