@@ -342,7 +342,8 @@ local function main(argv)
             -- The text a build for t alone writes, less the licence line
             -- and the ABI guard (see the top).
             local one = { { t = t, v = v } }
-            v.source_hash = fnv1a64(header(one, tpl, command_for(t.arch) .. (v.pruned and " --no-prune" or ""), body) .. body)
+            local command_t = command_for(t.arch) .. (v.pruned and " --no-prune" or "")
+            v.source_hash = fnv1a64(header(one, tpl, command_t, body) .. body)
             if not built[v.name] then built[v.name] = {}; order[#order + 1] = v.name end
             table.insert(built[v.name], { t = t, v = v, body = body })
           end
@@ -364,7 +365,8 @@ local function main(argv)
       local pruned = false
       for _, x in ipairs(b) do pruned = pruned or x.v.pruned ~= nil end
       f.files[#f.files + 1] = { path = opts.out .. "/" .. fam .. "/" .. name .. ".cu",
-        text = SPDX .. header(b, tpl, command .. (pruned and " --no-prune" or ""), b[1].body) .. registry.abi_guard() .. b[1].body }
+        text = SPDX .. header(b, tpl, command .. (pruned and " --no-prune" or ""), b[1].body) .. registry.abi_guard() ..
+          b[1].body }
     end
     if f then
       local seen = {}
