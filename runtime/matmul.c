@@ -322,6 +322,24 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * the suites 0.625 to 0.875 beat half; the vector-times-matrix kernel,
  * whose warps are not counted as blocks, lost with it (bench/reference/
  * matmul_random/README.md, run 17).
+ * STREAM_FIXED_STEPS: a block of the few-row, few-column and
+ * vector-times-matrix kernels (a warp, for the first two) ends by adding
+ * its partial sums through shared memory and storing them, which costs
+ * about what a round of its reads does, where FIXED_K prices it at a
+ * quarter of the few-column kernel's step of 128 k: so its variants with
+ * all 8 warps along K, each summing a step or two, looked too cheap, and
+ * 48x12x9607 went to a split-K warp tile at 0.76 of the few-column
+ * kernel in clusters of 4 (H100; now 1.00).  At least half a step:
+ * replayed over both GPUs' shipped files and every suite measured with
+ * them (bench/reference/matmul_random/README.md, runs 30 and 31),
+ * dispatch went from 0.9817 to 0.9835 of the best (H100, run 30's four
+ * suites), 0.9777 to 0.9812 (its three held-out ones; seed 123457 from
+ * 0.9841 to 0.9912, its worst shape 0.76 to 0.95), 0.9822 to 0.9846
+ * (H200, run 31's held-out), the rest within 0.0001; a whole step gained
+ * more on the H100's held-out suites (0.9854) and lost 0.0016 on the
+ * H200's bands, two steps lost on both GPUs' bands.  It does not reach
+ * the N = 1 calls that the few-column kernel serves with 8 warps along K
+ * where 2 are faster (9747x1x945, 2391x1x753: 0.79, 0.80, H100).
  * WORKSPACE_MS: without it, calls of a few microseconds went to split-K
  * where a single kernel (or a cluster split) was faster: 7x312x509 (seed
  * 4242) at 0.83 of the best, 363x13x379 (9001) at 0.83, 19x1x9725 (4242)
@@ -348,6 +366,7 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
 #define FIXED_K KT_MATMUL_FIXED_K /* a block's fixed cost, in K steps of its multiply-adds */
 #define SATURATE 160.0            /* warps x outputs per thread that keep an SM busy */
 #define WARPS_BUSY 0.75           /* share of its resident warps that keep an SM busy: few-row, few-column kernels */
+#define STREAM_FIXED_STEPS 0.5    /* the least fixed cost of a streaming kernel's block, in steps of its reads */
 #define DIRECT_CHUNK_K 16.0       /* the short-K kernel's wait for each chunk's panels, in K steps */
 #define SIGMA 1.25                /* in natural-log units of each size */
 #define ALIGN_LOGW 3.0            /* log-weight lost by a tuned problem of the other row alignment */
@@ -506,7 +525,8 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   const double blocks = (double)tiles * (double)splits;
   const double q = ceil(blocks / sm), rounds = ceil(q / g->bps);
   const double busy = fmax(q, g->sat * rounds);
-  const double u = busy * (double)g->bm * g->bn * (steps + FIXED_K);
+  const double fixed = g->streaming ? fmax(FIXED_K, STREAM_FIXED_STEPS * g->bk) : FIXED_K;
+  const double u = busy * (double)g->bm * g->bn * (steps + fixed);
   *launches = 1;
   *traffic_ms = (m * n + m * k + k * n) * 4.0 / MEMORY_BW;
   if (splits > 1 && g->split > 1) {
