@@ -181,14 +181,15 @@ local function header(built, tpl, command, body)
     end
   end
   lines[#lines + 1] = " * parameters:"
-  local width = 0
-  for _, p in ipairs(v.param_spec) do
-    if not tags.silent(p, v) then width = math.max(width, #p[1]) end
-  end
+  local shown, width = {}, 0
   for _, p in ipairs(v.param_spec) do
     if not tags.silent(p, v) then
-      lines[#lines + 1] = (" *   %-" .. width .. "s = %-6s %s"):format(p[1], tostring(v[p[1]]), p[3])
+      shown[#shown + 1] = p
+      width = math.max(width, #p[1])
     end
+  end
+  for _, p in ipairs(shown) do
+    lines[#lines + 1] = (" *   %-" .. width .. "s = %-6s %s"):format(p[1], tostring(v[p[1]]), p[3])
   end
   -- What a launch needs, once if every target derived the same, else per target.
   local needs, seen = {}, {}
@@ -221,24 +222,22 @@ local function kernel_templates(s, opts, errs)
       errs:add(s.file, space.locate(s, k.template), ("template '%s' not found"):format(path))
     else
       local tpl = { path = path, compiled = render.compile(path, errs), includes = {} }
-      local n = 0
+      local n, listed = 0, {}
       for line in (src .. "\n"):gmatch("([^\n]*)\n") do
         n = n + 1
         -- Every header named on an #include line, also inside a $(...)
-        -- that picks one per variant: header() lists those that a
+        -- that picks one per variant, once: header() lists those that a
         -- variant's source does include.
-        local names = line:match("^%s*#%s*include%s") and line:gmatch("([%w_]+%.cuh)") or function() end
-        for name in names do
-          local text = read_file(opts.templates .. "/" .. name)
-          local known = false
-          for _, inc in ipairs(tpl.includes) do known = known or inc.name == name end
-          if known then
-            -- listed once
-          elseif text then
-            tpl.includes[#tpl.includes + 1] = { name = name, path = opts.templates .. "/" .. name,
-              hash = fnv1a64(without_spdx(text)) }
-          else
-            errs:add(path, n, ("'%s' is not in %s/"):format(name, opts.templates))
+        if line:match("^%s*#%s*include%s") then
+          for name in line:gmatch("([%w_]+%.cuh)") do
+            local text = not listed[name] and read_file(opts.templates .. "/" .. name)
+            if text then
+              listed[name] = true
+              tpl.includes[#tpl.includes + 1] = { name = name, path = opts.templates .. "/" .. name,
+                hash = fnv1a64(without_spdx(text)) }
+            elseif not listed[name] then
+              errs:add(path, n, ("'%s' is not in %s/"):format(name, opts.templates))
+            end
           end
         end
       end
