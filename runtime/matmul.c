@@ -349,6 +349,25 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * 0.974, 0.978 to 0.981, minimum 0.79 to 0.85, 0.84 to 0.89); the default
  * seed lost 0.002 (0.978 to 0.976), where 41x12x9026 went from one split-K
  * twin to the other (64x32 to 32x64 tiles, 0.91 of the best).
+ * T_CLUSTER_MS: a warp tile launched in clusters (K split across the
+ * cluster's blocks, summed through distributed shared memory) takes about
+ * a microsecond more than its unclustered twin where both have almost
+ * nothing to do: the median of the 160 differences at the five tuned
+ * problems of 16 or 256 rows and columns and K of 4 or 16 is 1.3 us on an
+ * H100 and 1.0 on an H200 (the shipped files; clusters of 2, 4 and 8).
+ * Unpriced, that time went into the twin's efficiency where it was
+ * calibrated, on a large problem mostly, so that on small calls near none
+ * a clustered tile looked up to a third cheaper than it is: 2226x127x11,
+ * 185x1518x21 and 105x3993x12 went to 64x128 tiles in clusters of 2 at
+ * 0.76 to 0.83 of the best (H100).  Replayed over 28 H100 suites (18 of
+ * them of seeds measured once, after the rest of the model was set),
+ * dispatch went from 0.9790 to 0.9801 of the best on 19 of them and
+ * 0.9774 to 0.9785 on the other 9, and on the H200's 9 suites 0.9856 to
+ * 0.9861; 1.25 us gave figures within 0.0008.  Applied to the few-row,
+ * few-column and vector-times-matrix kernels' clusters as well, where a
+ * cluster is how they split K at every size, it gained more on the H100
+ * (0.9815) and lost on the H200 (0.9836): left out there
+ * (bench/reference/matmul_random/README.md, run 32).
  *
  * Row alignment.  The tuner times a problem with ldb = ldc = N, so a tuned
  * N that is not a multiple of 4 measured the variants that serve any
@@ -360,6 +379,7 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * exp(ALIGN_LOGW), so that it still counts where nothing else is near.
  */
 #define T_LAUNCH_MS 0.003         /* one kernel launch */
+#define T_CLUSTER_MS 0.001        /* more for a warp tile launched in clusters */
 #define WORKSPACE_BW 3.0e9        /* bytes per ms of split-K workspace traffic (an H100's HBM3) */
 #define WORKSPACE_MS 0.001        /* split-K's workspace taken from the pool and given back */
 #define MEMORY_BW 4.0e9           /* bytes per ms of A, B and C traffic (HBM3 and L2) */
@@ -415,6 +435,12 @@ static int scalar_rows_of_4(const void *C, long long ldc)
   for (long long r = 0; r < 4; ++r)
     unaligned += (first + r * (ldc % 4)) % 4 != 0;
   return unaligned;
+}
+
+/* A launch's fixed time beyond T_LAUNCH_MS: a clustered warp tile's. */
+static double cluster_ms(const kt_variant *v)
+{
+  return v->cluster > 1 && strcmp(v->algo, "wt") == 0 ? T_CLUSTER_MS : 0.0;
 }
 
 static double stage_ms(long long N, long long K)
@@ -601,7 +627,7 @@ static void *model_build(const kt_tuned *t, int n, const kt_device_info *d)
       double traffic;
       const kt_problem *p = &t[j].problem;
       const double u = units(&m->g[x], (double)p->m, (double)p->n, (double)p->k, m->sm, &launches, &traffic);
-      const double busy = fmax(t[j].ms[r] - launches * T_LAUNCH_MS - traffic, 0.25 * t[j].ms[r]);
+      const double busy = fmax(t[j].ms[r] - launches * T_LAUNCH_MS - cluster_ms(v) - traffic, 0.25 * t[j].ms[r]);
       m->eff[(size_t)x * n + j] = log(busy / u);
     }
   return m;
@@ -672,7 +698,8 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
     /* A split through a workspace writes C in its reduction, a float per
      * lane in coalesced rows: only a kernel that writes C itself is bound. */
     const double c_bound = m->var[x]->align > 1 && launches == 1 ? c_scalar : 0.0;
-    const double pred = launches * T_LAUNCH_MS + traffic + fmax(exp(num / den) * u, c_bound) + stage;
+    const double pred =
+        launches * T_LAUNCH_MS + cluster_ms(m->var[x]) + traffic + fmax(exp(num / den) * u, c_bound) + stage;
     if (pred < best_ms) {
       second = best, second_ms = best_ms;
       best = m->var[x], best_ms = pred, best_stage = stage;
