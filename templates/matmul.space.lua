@@ -201,13 +201,15 @@ local S = {
           "256 for blocks of 64x64 or fewer outputs (K much longer than M and N); 16 for the 4-chunk tiles " ..
           "with float4 copies, since chunks are no more than fill a wave (bench/reference/matmul_random, run 5); " ..
           "4 and 16 also for 128x64 blocks with float4 copies, cuBLAS's tile at 1684x192x6886 (split 6 ways), " ..
-          "where they reached 0.89 of cuBLAS against 0.75 before (run 21)"),
+          "where they reached 0.89 of cuBLAS against 0.75 before (run 21); 256 also for 64x128 and 128x64 blocks " ..
+          "with 4-byte copies, for long K over a small C with B's rows off 16 bytes, where the 4x4-thread tiles " ..
+          "split 256 ways reached 0.72 to 0.77 of cuBLAS (113x618x13843: 0.77 to 0.97; run 32)"),
           function(v)
             if v.split == 1 then return true end
             local wide = v.bn == 128 or (v.bm == 128 and v.bn == 64 and v.vec == 4)
             if v.split == 4 then return wide and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
             if v.split == 16 then return wide and v.bm >= 64 and (v.occ == 0 or v.threads == 128) and v.vec == 4 end
-            return v.bm * v.bn <= 64 * 64 and v.bn <= 128
+            return (v.bm * v.bn <= 64 * 64 and v.bn <= 128) or (v.vec == 1 and v.bm * v.bn == 64 * 128 and v.bn <= 128)
           end },
         { SUITE("clusters of 8 (run 6: five seeds, every variant timed) for 32x64, 64x32 and 128x64 blocks, " ..
           "16x128 blocks with 4-byte copies and 128x128 with float4; the other 8-block clusters won no shape"),
@@ -224,10 +226,12 @@ local S = {
         { H100("4-byte copies (v1) for 128x128, 128x256 and 64x64 blocks, and the small tiles of skinny products; " ..
           "for 64x128 blocks alone or in clusters of 2, which won 610x15178x129 (B off 16 bytes: 0.95 of cuBLAS, " ..
           "0.83 for the float4 tile with B staged), 43x15489x7373 and 4124x97x649 (bench/reference/matmul_random, " ..
-          "run 21; 128x64 blocks with 4-byte copies won none of its six suites)"),
+          "run 21; 128x64 blocks with 4-byte copies won none of its six suites, but split 256 ways they won long " ..
+          "K over a small C, run 32)"),
           function(v)
             return v.vec == 4 or (v.bm == 128 and v.bn >= 128) or (v.bm == 64 and v.bn == 64) or
-              v.bm * v.bn <= 32 * 64 or (v.bm == 64 and v.bn == 128 and v.cluster <= 2)
+              v.bm * v.bn <= 32 * 64 or (v.bm == 64 and v.bn == 128 and v.cluster <= 2) or
+              (v.bm == 128 and v.bn == 64 and v.split == 256)
           end },
         -- The tiles of 16 rows or 32 columns: what won neither a shape of
         -- the tuning set nor one of the random suite (bench_matmul_random,
