@@ -359,7 +359,7 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * calibrated, on a large problem mostly, so that on small calls near none
  * a clustered tile looked up to a third cheaper than it is: 2226x127x11,
  * 185x1518x21 and 105x3993x12 went to 64x128 tiles in clusters of 2 at
- * 0.76 to 0.83 of the best (H100).  Replayed over 28 H100 suites (18 of
+ * 0.76 to 0.83 of the best (H100).  Replayed over 28 H100 suites (20 of
  * them of seeds measured once, after the rest of the model was set),
  * dispatch went from 0.9790 to 0.9801 of the best on 19 of them and
  * 0.9774 to 0.9785 on the other 9, and on the H200's 9 suites 0.9856 to
