@@ -230,13 +230,15 @@ local function kernel_templates(s, opts, errs)
         -- variant's source does include.
         if line:match("^%s*#%s*include%s") then
           for name in line:gmatch("([%w_]+%.cuh)") do
-            local text = not listed[name] and read_file(opts.templates .. "/" .. name)
-            if text then
-              listed[name] = true
-              tpl.includes[#tpl.includes + 1] = { name = name, path = opts.templates .. "/" .. name,
-                hash = fnv1a64(without_spdx(text)) }
-            elseif not listed[name] then
-              errs:add(path, n, ("'%s' is not in %s/"):format(name, opts.templates))
+            if not listed[name] then
+              local text = read_file(opts.templates .. "/" .. name)
+              if text then
+                listed[name] = true
+                tpl.includes[#tpl.includes + 1] = { name = name, path = opts.templates .. "/" .. name,
+                  hash = fnv1a64(without_spdx(text)) }
+              else
+                errs:add(path, n, ("'%s' is not in %s/"):format(name, opts.templates))
+              end
             end
           end
         end
