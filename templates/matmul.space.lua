@@ -209,7 +209,8 @@ local S = {
             local wide = v.bn == 128 or (v.bm == 128 and v.bn == 64 and v.vec == 4)
             if v.split == 4 then return wide and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
             if v.split == 16 then return wide and v.bm >= 64 and (v.occ == 0 or v.threads == 128) and v.vec == 4 end
-            return (v.bm * v.bn <= 64 * 64 and v.bn <= 128) or (v.vec == 1 and v.bm * v.bn == 64 * 128 and v.bn <= 128)
+            local tile = v.bm .. "x" .. v.bn
+            return (v.bm * v.bn <= 64 * 64 and v.bn <= 128) or (v.vec == 1 and (tile == "64x128" or tile == "128x64"))
           end },
         { SUITE("clusters of 8 (run 6: five seeds, every variant timed) for 32x64, 64x32 and 128x64 blocks, " ..
           "16x128 blocks with 4-byte copies and 128x128 with float4; the other 8-block clusters won no shape"),
