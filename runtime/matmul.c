@@ -437,12 +437,6 @@ static int scalar_rows_of_4(const void *C, long long ldc)
   return unaligned;
 }
 
-/* A launch's fixed time beyond T_LAUNCH_MS: a clustered warp tile's. */
-static double cluster_ms(const kt_variant *v)
-{
-  return v->cluster > 1 && strcmp(v->algo, "wt") == 0 ? T_CLUSTER_MS : 0.0;
-}
-
 static double stage_ms(long long N, long long K)
 {
   return T_LAUNCH_MS + WORKSPACE_MS + (double)K * (double)(N + kt_matmul_stage_ld(N)) * 4.0 / WORKSPACE_BW;
@@ -450,10 +444,11 @@ static double stage_ms(long long N, long long K)
 
 typedef struct geom {
   int bm, bn, bk, split, cl, bps;
-  int unpipelined; /* the short-K and the Guide's tiled kernels: exact K, a wait per chunk */
-  int streaming;   /* the few-row and few-column kernels: a chunk's real K */
-  int in_wave;     /* splits K within one wave (kt_matmul_splits_in_wave) */
-  double sat;      /* blocks that keep an SM busy (see SATURATE) */
+  int unpipelined;  /* the short-K and the Guide's tiled kernels: exact K, a wait per chunk */
+  int streaming;    /* the few-row and few-column kernels: a chunk's real K */
+  int in_wave;      /* splits K within one wave (kt_matmul_splits_in_wave) */
+  double sat;       /* blocks that keep an SM busy (see SATURATE) */
+  double launch_ms; /* the launch's fixed time beyond T_LAUNCH_MS: T_CLUSTER_MS for a clustered warp tile */
 } geom;
 
 /* A kernel's geometry in the model's terms.  The few-row kernel's tile
@@ -494,6 +489,7 @@ static geom geometry(const kt_variant *v, const kt_device_info *d)
     g.bps = 1;
   g.unpipelined = strcmp(v->algo, "direct") == 0 || strcmp(v->algo, "tiled") == 0;
   g.streaming = g.in_wave = 0;
+  g.launch_ms = v->cluster > 1 && strcmp(v->algo, "wt") == 0 ? T_CLUSTER_MS : 0.0;
   double busy_share = 0.5; /* of the SM's blocks that keep it busy, where not a warp tile (below) */
   if (strcmp(v->algo, "skinny") == 0) {
     const int warps = v->threads / 32;
@@ -627,7 +623,7 @@ static void *model_build(const kt_tuned *t, int n, const kt_device_info *d)
       double traffic;
       const kt_problem *p = &t[j].problem;
       const double u = units(&m->g[x], (double)p->m, (double)p->n, (double)p->k, m->sm, &launches, &traffic);
-      const double busy = fmax(t[j].ms[r] - launches * T_LAUNCH_MS - cluster_ms(v) - traffic, 0.25 * t[j].ms[r]);
+      const double busy = fmax(t[j].ms[r] - launches * T_LAUNCH_MS - m->g[x].launch_ms - traffic, 0.25 * t[j].ms[r]);
       m->eff[(size_t)x * n + j] = log(busy / u);
     }
   return m;
@@ -699,7 +695,7 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
      * lane in coalesced rows: only a kernel that writes C itself is bound. */
     const double c_bound = m->var[x]->align > 1 && launches == 1 ? c_scalar : 0.0;
     const double pred =
-        launches * T_LAUNCH_MS + cluster_ms(m->var[x]) + traffic + fmax(exp(num / den) * u, c_bound) + stage;
+        launches * T_LAUNCH_MS + m->g[x].launch_ms + traffic + fmax(exp(num / den) * u, c_bound) + stage;
     if (pred < best_ms) {
       second = best, second_ms = best_ms;
       best = m->var[x], best_ms = pred, best_stage = stage;
