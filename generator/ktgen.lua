@@ -176,7 +176,7 @@ local function header(built, tpl, command, body)
     " * target:  " .. table.concat(names, " "),
   }
   for _, inc in ipairs(tpl.includes) do
-    if body:find('#%s*include%s+"' .. inc.name:gsub("%p", "%%%0") .. '"') then
+    if body:find(inc.pattern) then
       lines[#lines + 1] = " * includes: " .. inc.path .. " (FNV-1a 64 " .. inc.hash .. ")"
     end
   end
@@ -234,8 +234,9 @@ local function kernel_templates(s, opts, errs)
               local text = read_file(opts.templates .. "/" .. name)
               if text then
                 listed[name] = true
-                tpl.includes[#tpl.includes + 1] = { name = name, path = opts.templates .. "/" .. name,
-                  hash = fnv1a64(without_spdx(text)) }
+                tpl.includes[#tpl.includes + 1] = { path = opts.templates .. "/" .. name,
+                  hash = fnv1a64(without_spdx(text)),
+                  pattern = '#%s*include%s+"' .. name:gsub("%p", "%%%0") .. '"' } -- header() finds it in a body
               else
                 errs:add(path, n, ("'%s' is not in %s/"):format(name, opts.templates))
               end
