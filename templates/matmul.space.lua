@@ -129,6 +129,9 @@ local S = {
         v.wm, v.wn = v.wtm * v.tm, v.wtn * v.tn -- warp tile
         v.warps = (v.bm // v.wm) * (v.bn // v.wn) -- 0 when a warp tile is larger than the block's
         v.threads = math.max(32 * v.warps, 32)
+        -- Column groups of the B slice a thread copies per row: 1 where the
+        -- block has at least as many threads as a row has copies.
+        v.b_groups = math.max(1, (v.bn // v.vec) // v.threads)
         v.pad_a = 4 -- keeps 16-byte rows; spreads the transposed 4-byte copies over the banks
         v.smem_static = 0
         v.smem_dynamic = v.stages * v.bk * ((v.bm + v.pad_a) + v.bn) * F
@@ -149,11 +152,16 @@ local S = {
       constraints = {
         -- What can be built at all.
         { "warp tiles cover the block tile", function(v) return v.bm % v.wm == 0 and v.bn % v.wn == 0 end },
-        { "128 or 256 threads per block", function(v) return v.threads == 128 or v.threads == 256 end },
+        { "64, 128 or 256 threads per block",
+          function(v) return v.threads == 64 or v.threads == 128 or v.threads == 256 end },
         { "each thread copies one column of the A slice, a whole number of times",
           function(v) return v.threads % v.bk == 0 and (v.bm * v.bk) % v.threads == 0 end },
-        { "each thread copies one column of the B slice, a whole number of times",
-          function(v) return v.threads % (v.bn // v.vec) == 0 and (v.bk * v.bn // v.vec) % v.threads == 0 end },
+        { "each thread copies one column group of the B slice a whole number of times, or whole rows' worth " ..
+          "of them where a row has more copies than the block has threads",
+          function(v)
+            local row = v.bn // v.vec
+            return (v.threads % row == 0 and (v.bk * row) % v.threads == 0) or row % v.threads == 0
+          end },
         { "at most 32 copies of A per thread and slice (one bit each in the row mask)",
           function(v) return v.bm * v.bk // v.threads <= 32 end },
         { "warps read at most 128 bytes of A or B per k (one shared-memory wavefront)",
@@ -172,9 +180,27 @@ local S = {
       -- the matmul space was narrowed"): the pairings, depths and hints left
       -- out lost to these by 2% or more.
       prune = {
+        -- The blocks of 64 threads (two warps): this rule decides which are
+        -- kept; the rules below that would drop them let them pass.
+        { SUITE("blocks of 64 threads (run 34: every one of them with BK 8 or 16 and 3 stages timed on six " ..
+          "suites, three of them bands of few rows, few columns, and 100-1000 of both): 32x128 of 8x8 threads " ..
+          "with 4-byte copies split up to 16 ways, cuBLAS's tile for long K over a few dozen rows with B off " ..
+          "16 bytes (20x8920x13415: 0.78 to 1.01 of cuBLAS); 16x64 and 32x32 of 4x4 threads unsplit or split " ..
+          "up to 256 ways, 5-15% faster than the 128-thread small tiles on small problems; BK 8 for 4-byte " ..
+          "copies of B, 16 for float4; no clusters (they won a few shapes by 1-4%), no 64x64 of 8x8 threads " ..
+          "(won none); 32x128 with float4 copies won few-row shapes but, tuned, dispatch sent it to hundreds of " ..
+          "rows where it lost by up to 20% (294x8276x13102: its ten tile rows span two bands of the launch " ..
+          "order where the 64-row tile's five span one, so B, 434 MB, likely comes from memory twice)"),
+          function(v)
+            if v.threads ~= 64 then return true end
+            if v.stages ~= 3 or v.occ ~= 0 or v.cluster ~= 1 or v.bk ~= (v.vec == 1 and 8 or 16) then return false end
+            if v.tt == "8x8" then return v.bm == 32 and v.bn == 128 and v.split == 16 and v.vec == 1 end
+            return v.tt == "4x4" and (v.bm == 16 or v.bm == 32) and (v.split == 1 or v.split == 256)
+          end },
         { H100("block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..
           "64x128, 128x64 and 128x128 with 8x8, 128x256 with 8x16 (one block per SM)"),
           function(v)
+            if v.threads == 64 then return true end
             if v.tt == "4x4" then return v.bm * v.bn <= 64 * 64 or (v.bm == 32 and v.bn == 128) end
             if v.tt == "8x8" then return v.bm >= 64 and v.bn <= 128 and v.bm * v.bn >= 64 * 128 end
             return v.bm == 128 and v.bn == 256
@@ -205,7 +231,7 @@ local S = {
           "with 4-byte copies, for long K over a small C with B's rows off 16 bytes, where the 4x4-thread tiles " ..
           "split 256 ways reached 0.72 to 0.77 of cuBLAS (113x618x13843: 0.77 to 0.97; run 32)"),
           function(v)
-            if v.split == 1 then return true end
+            if v.split == 1 or v.threads == 64 then return true end
             local wide = v.bn == 128 or (v.bm == 128 and v.bn == 64 and v.vec == 4)
             if v.split == 4 then return wide and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
             if v.split == 16 then return wide and v.bm >= 64 and (v.occ == 0 or v.threads == 128) and v.vec == 4 end
@@ -230,7 +256,7 @@ local S = {
           "run 21; 128x64 blocks with 4-byte copies won none of its six suites, but split 256 ways they won long " ..
           "K over a small C, run 32)"),
           function(v)
-            return v.vec == 4 or (v.bm == 128 and v.bn >= 128) or (v.bm == 64 and v.bn == 64) or
+            return v.vec == 4 or v.threads == 64 or (v.bm == 128 and v.bn >= 128) or (v.bm == 64 and v.bn == 64) or
               v.bm * v.bn <= 32 * 64 or (v.bm == 64 and v.bn == 128 and v.cluster <= 2) or
               (v.bm == 128 and v.bn == 64 and v.split == 256)
           end },
@@ -244,9 +270,11 @@ local S = {
             if v.cluster == 2 then return not ((v.bm == 16 and v.vec == 4) or (v.bm == 32 and v.vec == 1)) end
             return true
           end },
-        { SUITE("no workspace split for 32x128 blocks, nor for 64x64 blocks with 4-byte copies (lost by 8% or more)"),
+        { SUITE("no workspace split for 32x128 blocks of 4x4 threads, nor for 64x64 blocks with 4-byte copies " ..
+          "(lost by 8% or more)"),
           function(v)
-            return v.split == 1 or not ((v.bm == 32 and v.bn == 128) or (v.bm == 64 and v.bn == 64 and v.vec == 1))
+            return v.split == 1 or v.threads == 64 or
+              not ((v.bm == 32 and v.bn == 128) or (v.bm == 64 and v.bn == 64 and v.vec == 1))
           end },
       },
     },

@@ -49,9 +49,22 @@ constexpr int A_STAGE = BK * LDA_S, B_STAGE = BK * BN; // floats per stage
 constexpr int A_COPIES = BM * BK / THREADS;      // 4-byte copies of A per thread per stage
 constexpr int A_RSTEP = THREADS / BK;            // rows between a thread's copies of A
 constexpr int B_COPIES = BK * BN / VEC / THREADS; // copies of B per thread per stage
+@ -- A block with fewer threads than a row of the B slice has copies (64 threads, 128 columns of
+@ -- 4-byte copies) gives each thread b_groups column groups per row.  The one-group text below is
+@ -- kept as it was, so that the variants measured before keep their source hash.
+@ if b_groups == 1 then
 constexpr int B_KSTEP = THREADS / (BN / VEC);    // rows between a thread's copies of B
 static_assert(A_COPIES * THREADS == BM * BK && THREADS % BK == 0, "each thread copies one column of A");
 static_assert(B_COPIES * VEC * THREADS == BK * BN && THREADS % (BN / VEC) == 0, "each thread copies one column of B");
+@ else
+/* A row of the B slice takes BN / VEC copies, more than there are
+ * threads: each thread copies B_GROUPS column groups THREADS copies apart
+ * in every row of the slice. */
+constexpr int B_GROUPS = $(b_groups);             // column groups per thread, in each row of the slice
+static_assert(A_COPIES * THREADS == BM * BK && THREADS % BK == 0, "each thread copies one column of A");
+static_assert(B_GROUPS * THREADS * VEC == BN && B_COPIES == BK * B_GROUPS,
+              "each thread copies B_GROUPS column groups of every row of B");
+@ end
 static_assert(A_COPIES <= 32, "the rows-in-range mask has 32 bits");
 static_assert(BK % 2 == 0, "the fragment buffers alternate with k, and k = 0 of every slice uses buffer 0");
 
@@ -87,16 +100,29 @@ template <int PENDING> static __device__ __forceinline__ void cp_async_wait()
 
 /* One thread's share of the copies, global -> shared, for every slice.
  * Thread t copies column t % BK of A, rows t / BK + i * A_RSTEP, and
+@ if b_groups == 1 then
  * VEC columns of B from (t % (BN / VEC)) * VEC, rows t / (BN / VEC) +
  * i * B_KSTEP.  The pointers move BK along K per slice. */
+@ else
+ * VEC columns of B from t * VEC + j * THREADS * VEC (j < B_GROUPS) in
+ * every row of the slice.  The pointers move BK along K per slice. */
+@ end
 struct copier {
   const float *a;     // this thread's first element of A in the next slice
   const float *b;     // and of B
   long long a_rstep;  // A_RSTEP rows of A, in floats
+@ if b_groups == 1 then
   long long b_kstep;  // B_KSTEP rows of B, in floats
+@ else
+  long long b_kstep;  // a row of B, in floats
+@ end
   long long b_slice;  // BK rows of B, in floats
   unsigned a_rows;    // bit i: copy i's row of A is inside M
+@ if b_groups == 1 then
   int b_bytes;        // bytes of B this thread's column group holds (N edge)
+@ else
+  int b_bytes[B_GROUPS]; // bytes of B each of this thread's column groups holds (N edge)
+@ end
   bool edge;          // the block touches M or N: copies test a_rows, b_bytes
   int k_left;         // K left from the next slice's first column
 
@@ -104,6 +130,7 @@ struct copier {
   __device__ __forceinline__ void slice(float *as, float *bs, const float *A, const float *B)
   {
     const int ka = threadIdx.x % BK, ra = threadIdx.x / BK;
+@ if b_groups == 1 then
     const int kb = threadIdx.x / (BN / VEC), cb = (threadIdx.x % (BN / VEC)) * VEC;
     if (!edge && k_left >= BK) { // the common case: every copy is whole
 #pragma unroll
@@ -133,6 +160,43 @@ struct copier {
 @ end
       }
     }
+@ else
+    constexpr int GS = THREADS * VEC; // floats between a thread's column groups
+    if (!edge && k_left >= BK) { // the common case: every copy is whole
+#pragma unroll
+      for (int i = 0; i < A_COPIES; ++i)
+        cp_async4(&as[ka * LDA_S + ra + i * A_RSTEP], a + i * a_rstep);
+#pragma unroll
+      for (int k = 0; k < BK; ++k)
+#pragma unroll
+        for (int j = 0; j < B_GROUPS; ++j)
+@   if vec == 4 then
+          cp_async16(&bs[k * BN + threadIdx.x * VEC + j * GS], b + k * b_kstep + j * GS);
+@   else
+          cp_async4(&bs[k * BN + threadIdx.x * VEC + j * GS], b + k * b_kstep + j * GS);
+@   end
+    } else {
+      const bool a_k = ka < k_left;
+#pragma unroll
+      for (int i = 0; i < A_COPIES; ++i) {
+        const bool in = a_k && (a_rows >> i & 1);
+        cp_async4_zfill(&as[ka * LDA_S + ra + i * A_RSTEP], in ? a + i * a_rstep : A, in ? 4 : 0);
+      }
+#pragma unroll
+      for (int k = 0; k < BK; ++k)
+#pragma unroll
+        for (int j = 0; j < B_GROUPS; ++j) {
+          const bool in = k < k_left && b_bytes[j] > 0;
+          float *const dst = &bs[k * BN + threadIdx.x * VEC + j * GS];
+          const float *const src = in ? b + k * b_kstep + j * GS : B;
+@   if vec == 4 then
+          cp_async16_zfill(dst, src, in ? b_bytes[j] : 0);
+@   else
+          cp_async4_zfill(dst, src, in ? b_bytes[j] : 0);
+@   end
+        }
+    }
+@ end
     a += BK;
     b += b_slice;
     k_left -= BK;
@@ -363,17 +427,33 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   copier cp;
   {
     const int ra = row0 + (int)threadIdx.x / BK;
+@ if b_groups == 1 then
     const int cb = col0 + (int)(threadIdx.x % (BN / VEC)) * VEC;
     cp.a = A + (size_t)(ra < M ? ra : 0) * lda + k_begin + threadIdx.x % BK;
     cp.b = B + (size_t)(k_begin + threadIdx.x / (BN / VEC)) * ldb + (cb < N ? cb : 0);
     cp.a_rstep = (long long)A_RSTEP * lda;
     cp.b_kstep = (long long)B_KSTEP * ldb;
+@ else
+    const int cb = col0 + (int)threadIdx.x * VEC;
+    cp.a = A + (size_t)(ra < M ? ra : 0) * lda + k_begin + threadIdx.x % BK;
+    cp.b = B + (size_t)k_begin * ldb + (cb < N ? cb : 0); // groups past N read nothing (b_bytes 0)
+    cp.a_rstep = (long long)A_RSTEP * lda;
+    cp.b_kstep = ldb;
+@ end
     cp.b_slice = (long long)BK * ldb;
     cp.a_rows = 0;
 #pragma unroll
     for (int i = 0; i < A_COPIES; ++i)
       cp.a_rows |= (unsigned)(ra + i * A_RSTEP < M) << i;
+@ if b_groups == 1 then
     cp.b_bytes = cb >= N ? 0 : (N - cb >= VEC ? 4 * VEC : 4 * (N - cb));
+@ else
+#pragma unroll
+    for (int j = 0; j < B_GROUPS; ++j) {
+      const int c = cb + j * THREADS * VEC;
+      cp.b_bytes[j] = c >= N ? 0 : (N - c >= VEC ? 4 * VEC : 4 * (N - c));
+    }
+@ end
     cp.edge = row0 + BM > M || col0 + BN > N;
     cp.k_left = K - k_begin;
   }
