@@ -183,18 +183,17 @@ local S = {
         -- The blocks of 64 threads (two warps): this rule decides which are
         -- kept; the rules below that would drop them let them pass.
         { SUITE("blocks of 64 threads (run 34: every one of them with BK 8 or 16 and 3 stages timed on six " ..
-          "suites, three of them bands of few rows, few columns, and 100-1000 of both): 32x128 of 8x8 threads " ..
-          "with 4-byte copies split up to 16 ways, cuBLAS's tile for long K over a few dozen rows with B off " ..
-          "16 bytes (20x8920x13415: 0.78 to 1.01 of cuBLAS); 16x64 and 32x32 of 4x4 threads unsplit or split " ..
-          "up to 256 ways, 5-15% faster than the 128-thread small tiles on small problems; BK 8 for 4-byte " ..
-          "copies of B, 16 for float4; no clusters (they won a few shapes by 1-4%), no 64x64 of 8x8 threads " ..
-          "(won none); 32x128 with float4 copies won few-row shapes but, tuned, dispatch sent it to hundreds of " ..
-          "rows where it lost by up to 20% (294x8276x13102: its ten tile rows span two bands of the launch " ..
-          "order where the 64-row tile's five span one, so B, 434 MB, likely comes from memory twice)"),
+          "suites, three of them bands of few rows, few columns, and 100-1000 of both): 16x64 and 32x32 of 4x4 " ..
+          "threads unsplit or split up to 256 ways, 5-15% faster than the 128-thread small tiles on small " ..
+          "problems; BK 8 for 4-byte copies of B, 16 for float4; no clusters (they won a few shapes by 1-4%), " ..
+          "no 64x64 of 8x8 threads (won none). 32x128 of 8x8 threads, cuBLAS's tile for long K over a few " ..
+          "dozen rows, won that class by up to 1.3 times (20x8920x13415 with B off 16 bytes: 0.78 to 1.01 of " ..
+          "cuBLAS), but tuned, dispatch also sent it where it lost by 18-34% (the float4 one to hundreds of " ..
+          "rows, 294x8276x13102; the 4-byte one to 69x5231x224, 78x6783x8006): on six suites that took no part " ..
+          "in choosing, dispatch was faster without it, so it is built only with NO_PRUNE"),
           function(v)
             if v.threads ~= 64 then return true end
             if v.stages ~= 3 or v.occ ~= 0 or v.cluster ~= 1 or v.bk ~= (v.vec == 1 and 8 or 16) then return false end
-            if v.tt == "8x8" then return v.bm == 32 and v.bn == 128 and v.split == 16 and v.vec == 1 end
             return v.tt == "4x4" and (v.bm == 16 or v.bm == 32) and (v.split == 1 or v.split == 256)
           end },
         { H100("block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..
