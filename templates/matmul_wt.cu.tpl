@@ -51,7 +51,7 @@ constexpr int A_RSTEP = THREADS / BK;            // rows between a thread's copi
 constexpr int B_COPIES = BK * BN / VEC / THREADS; // copies of B per thread per stage
 @ -- A block with fewer threads than a row of the B slice has copies (64 threads, 128 columns of
 @ -- 4-byte copies) gives each thread b_groups column groups per row.  The one-group text below is
-@ -- kept as it was, so that the variants measured before keep their source hash.
+@ -- kept as it was, so the other tiles' code stays the same and their measurements can be re-keyed.
 @ if b_groups == 1 then
 constexpr int B_KSTEP = THREADS / (BN / VEC);    // rows between a thread's copies of B
 static_assert(A_COPIES * THREADS == BM * BK && THREADS % BK == 0, "each thread copies one column of A");
