@@ -122,17 +122,18 @@ function space.load(path, errs)
 end
 
 -- Cartesian product of the kernel's parameter lists, first parameter
--- outermost, so the order (and so every output) is deterministic.
+-- outermost, so the order (and so every output) is deterministic: an
+-- iterator, each configuration a fresh table.
 local function product(params)
-  local out, idx, n = {}, {}, #params
+  local idx, n, done = {}, #params, false
   for i = 1, n do
-    if #params[i][2] == 0 then return out end
+    if #params[i][2] == 0 then done = true end
     idx[i] = 1
   end
-  while true do
+  return function()
+    if done then return nil end
     local v = {}
     for i = 1, n do v[params[i][1]] = params[i][2][idx[i]] end
-    out[#out + 1] = v
     -- Advance the odometer, last parameter fastest.
     local i = n
     while i >= 1 do
@@ -141,7 +142,8 @@ local function product(params)
       idx[i] = 1
       i = i - 1
     end
-    if i < 1 then return out end
+    done = i < 1
+    return v
   end
 end
 
@@ -151,18 +153,25 @@ end
 -- and every reason of that kind it broke, in the order they are written;
 -- prune rules are checked only for what the constraints keep.  With
 -- opts.no_prune, what pruning would drop is kept, with those reasons in
--- v.pruned.
+-- v.pruned.  What the constraints drop is named only with opts.names (for
+-- --explain): most of the product is, and naming it took a third of the
+-- time.
 function space.enumerate(s, t, errs, opts)
   local no_prune = opts and opts.no_prune
+  local names = opts and opts.names
   local kept, dropped, seen = {}, {}, {}
   for _, k in ipairs(s.kernels) do
     local param_names = {}
     for _, p in ipairs(k.params) do param_names[#param_names + 1] = p[1] end
-    local function broken(lists, v)
-      local reasons = {}
-      for _, list in ipairs(lists) do
-        for _, c in ipairs(list) do
-          if not c[2](v, t) then reasons[#reasons + 1] = c[1] end
+    -- reasons, plus those of the rules in list that v breaks; nil while
+    -- there are none (most of the product breaks a constraint, most of
+    -- what is left no rule).
+    local function broken(list, v, reasons)
+      for i = 1, #list do
+        local c = list[i]
+        if not c[2](v, t) then
+          reasons = reasons or {}
+          reasons[#reasons + 1] = c[1]
         end
       end
       return reasons
@@ -173,18 +182,21 @@ function space.enumerate(s, t, errs, opts)
     -- diagnostic for the space file.
     local function evaluate(v)
       k.derive(v, t)
+      local reasons = broken(s.constraints, v, broken(k.constraints, v))
+      if reasons then
+        if names then v.name = tags.name(s.family, k, v) end
+        return "constraint", reasons
+      end
       v.name = tags.name(s.family, k, v)
-      local reasons = broken({ k.constraints, s.constraints }, v)
-      if #reasons > 0 then return "constraint", reasons end
-      reasons = broken({ k.prune }, v)
-      if #reasons == 0 then return nil end
+      reasons = broken(k.prune, v)
+      if not reasons then return nil end
       if no_prune then
         v.pruned = reasons
         return nil
       end
       return "prune", reasons
     end
-    for _, v in ipairs(product(k.params)) do
+    for v in product(k.params) do
       v.family, v.algo = s.family, k.algo
       v.param_names = param_names
       local ok, kind, reasons = guarded(errs, s.file, evaluate, v)

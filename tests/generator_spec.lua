@@ -180,7 +180,7 @@ local function enumerate(s, t, opts)
   local memo = ENUMERATED[s][key]
   if memo then return memo[1], memo[2] end
   local errs = diag.new()
-  local kept, dropped = space.enumerate(s, t, errs, opts)
+  local kept, dropped = space.enumerate(s, t, errs, { no_prune = opts and opts.no_prune, names = true })
   if not kept then
     local e = errs.list[1]
     error(("enumerate failed: %s:%d: %s"):format(e.file, e.line, e.msg))
