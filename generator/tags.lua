@@ -37,6 +37,7 @@ tags.list = {
   l = { "l2fit", "passes over ranges of bins that fit the L2: 1 on, 0 off" },
   q = { "kwarps", "warps of a block that split K (the rest split rows)" },
   d = { "depth", "k per lane whose loads are in flight at once" },
+  e = { "epi", "C's stores: 1 = whole rows through shared memory where C's rows are not 16-byte aligned; 0 = as before" },
   ls = { "stream", "the operand read once is loaded past L1 (L1::no_allocate, L2::256B): 1 on, 0 off" },
 }
 

@@ -423,7 +423,9 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * the 128x256 and 128x128 tiles, 1.0 to 1.3e9 for the 4x4 thread tiles.
  * Without the bound, 2882x1145x35 (ldc odd) went to a 128x256 float4 tile
  * predicted at 0.0175 ms that took 0.037, twice the 4-byte tiles' 0.018
- * (held-out seed 123457, H100 and H200). */
+ * (held-out seed 123457, H100 and H200).  The warp tiles of epi 1 pass such
+ * rows through shared memory and store them whole (write_rows in the
+ * template), at about the aligned rows' speed: they are not bound. */
 #define C_SCALAR_BW 0.6e9 /* bytes per ms of C stored a float at a time */
 
 /* Of every 4 rows r of C (at C + r ldc; the pattern repeats), how many
@@ -447,6 +449,7 @@ typedef struct geom {
   int unpipelined;  /* the short-K and the Guide's tiled kernels: exact K, a wait per chunk */
   int streaming;    /* the few-row and few-column kernels: a chunk's real K */
   int in_wave;      /* splits K within one wave (kt_matmul_splits_in_wave) */
+  int whole_rows;   /* a warp tile that stores unaligned rows of C whole (epi 1): no C_SCALAR_BW bound */
   double sat;       /* blocks that keep an SM busy (see SATURATE) */
   double launch_ms; /* the launch's fixed time beyond T_LAUNCH_MS: T_CLUSTER_MS for a clustered warp tile */
 } geom;
@@ -489,6 +492,7 @@ static geom geometry(const kt_variant *v, const kt_device_info *d)
     g.bps = 1;
   g.unpipelined = strcmp(v->algo, "direct") == 0 || strcmp(v->algo, "tiled") == 0;
   g.streaming = g.in_wave = 0;
+  g.whole_rows = kt_variant_param_int(v, "epi", 0) == 1;
   g.launch_ms = v->cluster > 1 && strcmp(v->algo, "wt") == 0 ? T_CLUSTER_MS : 0.0;
   double busy_share = 0.5; /* of the SM's blocks that keep it busy, where not a warp tile (below) */
   if (strcmp(v->algo, "skinny") == 0) {
@@ -692,8 +696,10 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
     double traffic;
     const double u = units(&m->g[x], (double)M, (double)N, (double)K, m->sm, &launches, &traffic);
     /* A split through a workspace writes C in its reduction, a float per
-     * lane in coalesced rows: only a kernel that writes C itself is bound. */
-    const double c_bound = m->var[x]->align > 1 && launches == 1 ? c_scalar : 0.0;
+     * lane in coalesced rows, and a warp tile of epi 1 passes unaligned
+     * rows through shared memory: only a float4 kernel that stores C a
+     * float at a time itself is bound. */
+    const double c_bound = m->var[x]->align > 1 && launches == 1 && !m->g[x].whole_rows ? c_scalar : 0.0;
     const double pred =
         launches * T_LAUNCH_MS + m->g[x].launch_ms + traffic + fmax(exp(num / den) * u, c_bound) + stage;
     if (pred < best_ms) {

@@ -118,6 +118,10 @@ local S = {
           "as many as finish first within four waves of blocks, each at least 128 deep; 1 = none", tag = "k" },
         { "cluster", { 1, 2, 4, 8 }, "blocks per cluster that split K and sum through distributed shared memory; 1 = none",
           tag = "c" },
+        { "epi", { 0, 1 }, "C's stores: 1 = a float4 at a time where every row of C is 16-byte aligned, else each " ..
+          "warp's rows through shared memory so that a warp stores 32 consecutive floats of a row; 0 = as before " ..
+          "the parameter (a float4 where a row allows it with float4 copies, else 4 floats 16 bytes apart per lane)",
+          tag = "e", legacy = 0 },
       },
       derive = function(v, t)
         v.tm, v.tn = THREAD_TILE[v.tt][1], THREAD_TILE[v.tt][2]
@@ -137,6 +141,9 @@ local S = {
         v.smem_dynamic = v.stages * v.bk * ((v.bm + v.pad_a) + v.bn) * F
         if v.cluster > 1 then -- the partial tile is parked in the same shared memory
           v.smem_dynamic = math.max(v.smem_dynamic, v.bm * (v.bn + 4) * F)
+        end
+        if v.epi == 1 then -- so are the warps' rows of C on their way out (write_rows)
+          v.smem_dynamic = math.max(v.smem_dynamic, v.warps * v.wtm * v.wn * F)
         end
         -- Registers a thread needs: accumulators, two sets of fragments, and
         -- about 32 for addresses, indices and the copy state.
@@ -173,6 +180,8 @@ local S = {
         { "cluster split-K needs sm_90 (clusters and distributed shared memory)",
           function(v, t) return v.cluster == 1 or t.cc >= 90 end },
         { "one way of splitting K at a time", function(v) return v.cluster == 1 or v.split == 1 end },
+        { "whole-row stores (epi 1) are the warp tiles' own epilogue: a cluster's blocks store C from their " ..
+          "reduction instead", function(v) return v.epi == 0 or v.cluster == 1 end },
         { "cluster split-K: the tile's rows split evenly over the cluster",
           function(v) return v.bm % v.cluster == 0 end },
       },
@@ -180,6 +189,12 @@ local S = {
       -- the matmul space was narrowed"): the pairings, depths and hints left
       -- out lost to these by 2% or more.
       prune = {
+        { SUITE("whole-row stores of C (epi 1) for 4-byte copies of B, and for float4 copies that split K " ..
+          "through a workspace, whose chunks go out in whole rows too (run 35: seven suites, every variant " ..
+          "timed: 4845x6387x22 with ldc odd from 0.91 of cuBLAS to 1.34, 15475x125x243 from 0.81 to 0.90); the " ..
+          "float4 tiles that store C themselves won no shape with them (the suites' unaligned C comes with an " ..
+          "unaligned B, which the 4-byte tiles read in place)"),
+          function(v) return v.epi == 0 or v.vec == 1 or v.split > 1 end },
         -- The blocks of 64 threads (two warps): this rule decides which are
         -- kept; the rules below that would drop them let them pass.
         { SUITE("blocks of 64 threads (run 34: every one of them with BK 8 or 16 and 3 stages timed on six " ..

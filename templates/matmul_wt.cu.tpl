@@ -28,6 +28,11 @@
  * of 4; for any other B its launcher first stages B into an aligned copy
  * (matmul_common.cuh).  C may have any alignment: the epilogue stores a
  * float4 where a row's address allows it and single floats elsewhere.
+@ if epi == 1 then
+ * Where C's rows are not all 16-byte aligned, each warp first passes its
+ * rows through shared memory, so that its stores are runs of whole rows
+ * (write_rows).
+@ end
  *
  * Edges: copies of rows of A past M and of columns of B past N read nothing
  * and write zeros (cp.async's source size 0), as do copies past K in the
@@ -241,7 +246,7 @@ static __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const
 
 /* crow[c .. c+3] = v + beta * crow[c .. c+3], the columns before N only,
  * never reading C when beta == 0 (it may hold NaN).  v holds alpha * sums.
-@ if vec == 4 then
+@ if vec == 4 or epi == 1 then
  * c is a multiple of 4, so whether crow + c takes a float4 depends on the
  * row alone: every row when C is aligned and ldc a multiple of 4, every
  * other row or one in four when ldc is not, none when C is misaligned.
@@ -249,7 +254,7 @@ static __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const
  */
 static __device__ __forceinline__ void store4(float *crow, int c, int N, float (&v)[4], float beta)
 {
-@ if vec == 4 then
+@ if vec == 4 or epi == 1 then
   if (c + 4 <= N && ((size_t)(crow + c) & 15) == 0) {
     float4 *p = reinterpret_cast<float4 *>(crow + c);
     if (beta != 0.0f) {
@@ -313,6 +318,49 @@ static __device__ __forceinline__ void write_c(const float (&acc)[TM][TN], int r
   }
 }
 
+@ if epi == 1 then
+/* The epilogue where C's rows are not all 16-byte aligned (ldc not a
+ * multiple of 4, or C off 16 bytes).  Stored from registers, each store of
+ * a warp would be 8 floats 16 bytes apart in each of WTM rows: 8 bytes into
+ * each of 4 WTM sectors, written in part four times over.  So the
+ * warp passes its tile through shared memory (buf, WTM x WN floats: the
+ * rows its lanes hold for one i), and each store is then 32 consecutive
+ * floats of one row, 4 or 5 sectors, written whole.  As many stores per
+ * lane as before; C = alpha * acc + beta * C as store4 computes it.
+ * (wrow, wcol): the warp tile's first element in C. */
+static __device__ __forceinline__ void write_rows(const float (&acc)[TM][TN], float *buf, int wrow, int wcol,
+                                                  int lane, int M, int N, float alpha, float beta,
+                                                  float *__restrict__ C, long long ldc)
+{
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    // Lane l holds, for this i, row l / WTN of buf at columns g * COL_STEP + (l % WTN) * 4 + 0..3.
+#pragma unroll
+    for (int g = 0; g < TN / 4; ++g)
+      *reinterpret_cast<float4 *>(&buf[(lane / WTN) * WN + g * COL_STEP + (lane % WTN) * 4]) =
+          make_float4(alpha * acc[i][g * 4], alpha * acc[i][g * 4 + 1], alpha * acc[i][g * 4 + 2],
+                      alpha * acc[i][g * 4 + 3]);
+    __syncwarp();
+#pragma unroll
+    for (int q = 0; q < WTM; ++q) {
+      const int r = wrow + (i / 4) * ROW_STEP + q * 4 + i % 4;
+      if (r >= M)
+        continue;
+      float *crow = C + (size_t)r * ldc;
+#pragma unroll
+      for (int t = 0; t < WN / 32; ++t) {
+        const int c = wcol + t * 32 + lane;
+        const float v = buf[q * WN + t * 32 + lane];
+        if (c < N)
+          crow[c] = beta == 0.0f ? v : v + beta * crow[c];
+      }
+    }
+    __syncwarp(); // buf is read before the next i overwrites it
+  }
+}
+static_assert(WN % 32 == 0 && COL_STEP == WTN * 4 && ROW_STEP == WTM * 4, "a warp's rows of one i are whole");
+
+@ end
 @ if cluster > 1 then
 /*
  * Split-K inside a cluster: the CL blocks of a cluster (along gridDim.y)
@@ -510,6 +558,20 @@ $(name)(int M, int N, int K, float alpha, const float *__restrict__ A, long long
   __syncthreads(); // the stages are free: the partial tile goes there
   (void)w;
   cluster_reduce(acc, smem, wr, wc, row0, col0, M, N, alpha, beta, C, ldc);
+@ elseif epi == 1 then
+  /* C, or split-K's chunk of the workspace (row stride N, the raw sums):
+   * a float4 at a time where every row is 16-byte aligned, else each warp's
+   * rows through shared memory (write_rows). */
+  float *const out = w ? w : C;
+  const long long ld = w ? (long long)N : ldc;
+  const float scale = w ? 1.0f : alpha, keep = w ? 0.0f : beta;
+  if (((size_t)out & 15) == 0 && ld % 4 == 0) {
+    write_c(acc, row0 + wr, col0 + wc, M, N, scale, keep, out, ld, nullptr);
+  } else {
+    __syncthreads(); // every warp is done with the stages: its rows go there
+    write_rows(acc, smem + warp * (WTM * WN), row0 + (warp / WARPS_N) * WM, col0 + (warp % WARPS_N) * WN, lane, M, N,
+               scale, keep, out, ld);
+  }
 @ else
   write_c(acc, row0 + wr, col0 + wc, M, N, alpha, beta, C, ldc, w);
 @ end

@@ -909,6 +909,24 @@ describe("ktgen", function()
       assert.is_true(small > 0)
     end)
 
+    -- epi 1 is a twin: the same kernel but for the stores of unaligned rows
+    -- of C, through shared memory (write_rows); never in a cluster, whose
+    -- reduction stores C itself.  Its epi 0 twin is the kernel as it was.
+    it("a warp tile of epi 1 stores unaligned rows through shared memory, its epi 0 twin as before", function()
+      local dir = mkdtemp()
+      finally(function() rm_tree(dir) end)
+      local twin = "matmul_wt_64x128x8_tt8x8_w4_s3_v1_g8_o4_k1_c1"
+      ktgen_ok("--arch sm_90 --out " .. dir .. " --quiet --only '" .. twin .. "," .. twin .. "_e1'")
+      local files = tree(dir)
+      local e0, e1 = files["matmul/" .. twin .. ".cu"], files["matmul/" .. twin .. "_e1.cu"]
+      assert.is_truthy(e0 and e1, "not generated: " .. twin .. " and its _e1 twin")
+      assert.is_nil(e0:find("write_rows", 1, true))
+      assert.is_truthy(e1:find("write_rows(acc, smem + warp * (WTM * WN)", 1, true))
+      for _, v in ipairs((enumerate(load_space("matmul"), targets.get("sm_90")))) do
+        if v.epi == 1 then assert.are.equal(1, v.cluster, v.name) end
+      end
+    end)
+
     -- The same globs as the tuner's --variants (fnmatch(3), flags 0), each
     -- matching a whole name; checked here against names the spaces make.
     it("--only takes comma-separated shell globs, each matching a whole name", function()
