@@ -227,7 +227,13 @@ KT_INTERNAL int kt_db_record(kt_db *db, const kt_device_info *dev, const char *g
 KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const kt_problem *p, char *err,
                            size_t errlen);
 
-#define KT_MAX_RANKED 64 /* variants a tuned problem keeps in memory */
+/* Variants a tuned problem keeps in memory: every one a family builds.
+ * Matmul's cost model calibrates each variant on the problems that keep it,
+ * so a cap below the space's size keeps a variant only where it ranks high
+ * and its calibration only on problems it is good at: at 64 of 241, on
+ * problems far from those, it was predicted up to twice too fast
+ * (bench/reference/matmul_random/README.md, run 35). */
+#define KT_MAX_RANKED 512
 
 typedef struct kt_tuned {
   int layer;          /* results.c: which layer it came from */

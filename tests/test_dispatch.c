@@ -26,6 +26,25 @@ TestSuite(dispatch, .init = setup, .fini = teardown);
 #define BINS ((const uint32_t *)0x40000)
 #define SAMPLES ((const int32_t *)0x50000)
 
+/* ---- what a tuned problem holds ------------------------------------------ */
+
+/* Every variant a family builds for a target fits a tuned problem's ranking
+ * in memory, less the room kept for alignment classes (runtime/db.c): the
+ * cost model calibrates each variant only on the problems that keep it. */
+Test(dispatch, every_variant_of_a_family_fits_a_ranking)
+{
+  int most = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    int n = 0;
+    for (int j = 0; j < kt_registry_count; ++j)
+      n += kt_registry[j].family == kt_registry[i].family && kt_registry[j].target == kt_registry[i].target;
+    most = n > most ? n : most;
+  }
+  cr_assert_gt(most, 0);
+  cr_assert_leq(most, KT_MAX_RANKED - 8, "a family builds %d variants for one target; KT_MAX_RANKED is %d", most,
+                KT_MAX_RANKED);
+}
+
 /* ---- nearest tuned problem ---------------------------------------------- */
 
 /* A tuned problem as kt_db_load makes it (prepared for the search). */
