@@ -745,35 +745,38 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
   int nt = 0;
   const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_MATMUL, &nt);
   const kt_device_info *d = kt_context_device(c);
+  model *m = nt > 0 ? kt_context_state(c, KT_FAMILY_MATMUL) : NULL;
+  /* The model's decisions depend on the shape, on whether float4 variants
+   * read B in place, on the rows' alignment (which tuned problems
+   * calibrate), on how many of C's rows take float4 stores and on whether B
+   * is one contiguous column (dispatch_serves_shape); they are remembered
+   * per context (relaxed atomics: a lost or torn slot only costs a
+   * prediction, and a hit is checked against serves_call_staged()).  Looked
+   * up first: a call the model decided once skips the search for its
+   * nearest tuned problem (the model is built for one set of them, and a
+   * shape it decided is no tuned shape of that set). */
+  const int in_place = kt_matmul_b_in_place(call->B, call->ldb);
+  const int wide = in_place && kt_matmul_b_in_place(call->C, call->ldc); /* C as float4 rows too */
+  const int scalar_rows = scalar_rows_of_4(call->C, call->ldc);
+  const uint64_t key = cache_key(M, N, K, wide | in_place << 1 | (call->ldb == 1) << 2 | scalar_rows << 3);
+  const int slot = (int)(key >> 56) % CACHE_SLOTS;
+  if (m && !out && __atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key) {
+    const int i = __atomic_load_n(&m->cache[slot].variant, __ATOMIC_RELAXED);
+    if (__atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key && i >= 0 && i < kt_registry_count &&
+        serves_call_staged(&kt_registry[i], d, call))
+      return &kt_registry[i];
+  }
   const kt_tuned *t = kt_matmul_nearest(tuned, nt, M, N, K);
   /* At a tuned shape, what was measured there is the answer, where the
    * measured variants read this B as they were timed: in place, or the
    * shape's rows were unaligned (only variants that read any B were timed).
    * A B that float4 variants would stage is left to the model, which
    * prices the staging. */
-  const int in_place = kt_matmul_b_in_place(call->B, call->ldb);
   if (t && t->problem.m == M && t->problem.n == N && t->problem.k == K && (in_place || t->problem.n % 4 != 0))
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
-  model *m = t ? kt_context_state(c, KT_FAMILY_MATMUL) : NULL;
-  if (!m) {
+  if (!t || !m) {
     note_miss(c, t, M, N, K);
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
-  }
-  /* The decision depends on the shape, on whether float4 variants read B
-   * in place, on the rows' alignment (which tuned problems calibrate), on
-   * how many of C's rows take float4 stores and on whether B is one
-   * contiguous column (dispatch_serves_shape);
-   * remembered per context (relaxed atomics: a lost or torn slot only costs
-   * a prediction, and a hit is checked against serves_call_staged()). */
-  const int wide = in_place && kt_matmul_b_in_place(call->C, call->ldc); /* C as float4 rows too */
-  const int scalar_rows = scalar_rows_of_4(call->C, call->ldc);
-  const uint64_t key = cache_key(M, N, K, wide | in_place << 1 | (call->ldb == 1) << 2 | scalar_rows << 3);
-  const int slot = (int)(key >> 56) % CACHE_SLOTS;
-  if (!out && __atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key) {
-    const int i = __atomic_load_n(&m->cache[slot].variant, __ATOMIC_RELAXED);
-    if (__atomic_load_n(&m->cache[slot].key, __ATOMIC_ACQUIRE) == key && i >= 0 && i < kt_registry_count &&
-        serves_call_staged(&kt_registry[i], d, call))
-      return &kt_registry[i];
   }
   /* A decision made here, not remembered: the shape has no tuned entry. */
   note_miss(c, t, M, N, K);
