@@ -331,7 +331,8 @@ local function main(argv)
     local built, order = {}, {} -- name -> list of { t, v, body }; names in first-met order
     for _, t in ipairs(f and opts.targets or {}) do
       local st = s
-      local kept, dropped = space.enumerate(st, t, errs, { no_prune = opts.no_prune, names = opts.explain })
+      local kept, dropped = space.enumerate(st, t, errs,
+        { no_prune = opts.no_prune, names = opts.explain, lean = opts.quiet and not opts.explain })
       if kept and opts.only then
         local matched
         kept, matched = select_only(st, kept, dropped, opts.only_globs)
