@@ -240,7 +240,10 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
 {
   if (!t || (t->problem.m == x->M && t->problem.n == x->N && t->problem.k == x->K && x->batch == 1))
     return t;
-  *out = *t;
+  /* The head and t's ranked entries, not the whole arrays (8 KB). */
+  memcpy(out, t, offsetof(kt_tuned, ranked));
+  memcpy(out->ranked, t->ranked, (size_t)t->count * sizeof *t->ranked);
+  memcpy(out->ms, t->ms, (size_t)t->count * sizeof *t->ms);
   double est[KT_MAX_RANKED];
   const long long l = t->problem.dim[3];
   for (int i = 0; i < t->count; ++i) {

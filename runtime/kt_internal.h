@@ -235,16 +235,18 @@ KT_INTERNAL int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_ver
  * (bench/reference/matmul_random/README.md, run 35). */
 #define KT_MAX_RANKED 512
 
+/* The two arrays come last, so that the head and the first `count`
+ * entries of each are all a copy needs (gemm's rerank). */
 typedef struct kt_tuned {
   int layer;          /* results.c: which layer it came from */
   const char *source; /* results.c: that layer's description, for choices */
   kt_problem problem;
   char key[96];
+  double best_ms;
+  double log_shape[3]; /* ln(m, n, k) or ln(nbins, nsamples, -), for dispatch */
   int count;
   const kt_variant *ranked[KT_MAX_RANKED]; /* fastest first; only those in this build */
   double ms[KT_MAX_RANKED];                /* their times */
-  double best_ms;
-  double log_shape[3]; /* ln(m, n, k) or ln(nbins, nsamples, -), for dispatch */
 } kt_tuned;
 
 /* Load the ranked winners for a device and generator version.  *out is
