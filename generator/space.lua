@@ -169,7 +169,7 @@ end
 function space.enumerate(s, t, errs, opts)
   local no_prune = opts and opts.no_prune
   local names = opts and opts.names
-  local first = opts and opts.lean
+  local lean = opts and opts.lean
   local kept, dropped, seen = {}, {}, {}
   for _, k in ipairs(s.kernels) do
     local param_names = {}
@@ -194,8 +194,8 @@ function space.enumerate(s, t, errs, opts)
     -- diagnostic for the space file.
     local function evaluate(v)
       k.derive(v, t)
-      local reasons = broken(k.constraints, v, nil, first)
-      if not (reasons and first) then reasons = broken(s.constraints, v, reasons, first) end
+      local reasons = broken(k.constraints, v, nil, lean)
+      if not (reasons and lean) then reasons = broken(s.constraints, v, reasons, lean) end
       if reasons then
         if names then v.name = tags.name(s.family, k, v) end
         return "constraint", reasons
@@ -216,7 +216,7 @@ function space.enumerate(s, t, errs, opts)
       if not ok then return nil end
       local name = v.name
       if kind then
-        if not (first and kind == "constraint") then dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons } end
+        if not (lean and kind == "constraint") then dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons } end
       else
         local missing = {}
         for _, group in ipairs({ REQUIRED, s.required or {} }) do
