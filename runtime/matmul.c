@@ -258,6 +258,22 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  *            0.83; waits of 16 to 64 steps per chunk give figures within
  *            0.0015 of each other, so the tiled kernel takes the short-K
  *            kernel's (bench/reference/matmul_random/README.md, run 28).
+ *            A streaming kernel's blocks are not counted whole on the
+ *            busiest SM but spread evenly over the SMs: its time is its
+ *            reads', and an SM that runs one block more than another
+ *            does not hold up the others' reads.  Counted whole, a call
+ *            with a few more blocks than the tuned problem near it could
+ *            cross from 2 to 3 blocks an SM and look half again as slow:
+ *            the few-column kernel's 4x4 tile with one warp along K
+ *            (5661x1x881: 0.75 of the best went to its 8-warp twin, now
+ *            1.00), the vector-times-matrix kernel at 1x1474x5786 and
+ *            1x4759x4492 (0.90 and 0.91 went to split-K warp tiles, now
+ *            1.00 and 0.96; H100).  Replayed over both GPUs' run 35 files
+ *            and suites, dispatch went from 0.9811 to 0.9825 of the best
+ *            (H100) and 0.9806 to 0.9826 (H200); over run 34's H100 file
+ *            and its twelve suites 0.9773 to 0.9786 (their worst shape
+ *            0.58 to 0.75), over run 33's H200 file and six suites 0.9858
+ *            to 0.9861 (bench/reference/matmul_random/README.md, run 36).
  * memory:    A and B read and C written once, at MEMORY_BW: what no
  *            choice of tile saves (it decides calls with a tiny K or a
  *            size of 1).
@@ -549,7 +565,9 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
                        : g->streaming ? (double)(own > g->bk ? own : g->bk)
                                       : (double)chunk;
   const double blocks = (double)tiles * (double)splits;
-  const double q = ceil(blocks / sm), rounds = ceil(q / g->bps);
+  /* Blocks on the busiest SM: whole blocks, except for the streaming
+   * kernels, whose blocks share the GPU's reads (see above). */
+  const double q = g->streaming ? blocks / sm : ceil(blocks / sm), rounds = ceil(q / g->bps);
   const double busy = fmax(q, g->sat * rounds);
   const double fixed = g->streaming ? fmax(FIXED_K, STREAM_FIXED_STEPS * g->bk) : FIXED_K;
   const double u = busy * (double)g->bm * g->bn * (steps + fixed);
