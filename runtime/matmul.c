@@ -119,7 +119,7 @@ static int tile_dim(const kt_variant *v, int second)
   return !tt ? 0 : second ? (x ? atoi(x + 1) : 0) : atoi(tt);
 }
 
-/* Every kernel computes any M, N, K, but five are built for one corner
+/* Every kernel computes any M, N, K, but six are built for one corner
  * of the shapes and reread an operand or loop past it
  * (templates/matmul.space.lua): the few-row kernel serves M <= TM, the
  * few-column kernel N <= TN, the short-K kernel K <= 4 BK, the
@@ -130,8 +130,13 @@ static int tile_dim(const kt_variant *v, int second)
  * lane per column leaves most of its lanes idle and a cluster's few blocks
  * alone on the GPU, and the few-column kernel, built for it, was as fast or
  * faster on all 17 such shapes of two vector suites (H100, bench/reference/
- * matmul_random/README.md, run 11).  Outside, neither the tuner times them
- * nor dispatch picks them. */
+ * matmul_random/README.md, run 11).  The sixth is the warp tile of two
+ * warps of 8x8 threads (32x128 blocks), cuBLAS's tile for a long K over a
+ * few dozen rows: it serves M <= BM, where its one row of blocks reads B
+ * once, and it won there by up to 1.3 times (20x8920x13415 with B off 16
+ * bytes); over more rows its blocks reread B, and tuned for every shape,
+ * dispatch sent it to 69 to 294 rows where it lost by 18 to 34% (run 34).
+ * Outside, neither the tuner times them nor dispatch picks them. */
 #define FEW_COLUMNS 16 /* the few-column kernel's corner: N <= 16 (staging B stops there too) */
 int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K)
 {
@@ -143,6 +148,8 @@ int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long l
     return N <= tile_dim(v, 1);
   if (strcmp(v->algo, "matvec") == 0)
     return N <= tile_dim(v, 1) && K >= 128LL * kt_variant_param_int(v, "kwarps", 1);
+  if (strcmp(v->algo, "wt") == 0 && v->threads == 64 && tile_dim(v, 0) == 8)
+    return M <= kt_variant_param_int(v, "bm", 0);
   if (strcmp(v->algo, "direct") == 0) {
     const char *bk = kt_variant_param(v, "bk");
     return bk && K <= 4LL * atoi(bk);

@@ -205,10 +205,15 @@ local S = {
           "dozen rows, won that class by up to 1.3 times (20x8920x13415 with B off 16 bytes: 0.78 to 1.01 of " ..
           "cuBLAS), but tuned, dispatch also sent it where it lost by 18-34% (the float4 one to hundreds of " ..
           "rows, 294x8276x13102; the 4-byte one to 69x5231x224, 78x6783x8006): on six suites that took no part " ..
-          "in choosing, dispatch was faster without it, so it is built only with NO_PRUNE"),
+          "in choosing, dispatch was faster without it. Run 36: its 4-byte copies split 16 or 256 ways are " ..
+          "back, serving only calls of at most 32 rows (kt_matmul_serves_shape), where one row of blocks reads " ..
+          "B once; all its losses were on more rows"),
           function(v)
             if v.threads ~= 64 then return true end
             if v.stages ~= 3 or v.occ ~= 0 or v.cluster ~= 1 or v.bk ~= (v.vec == 1 and 8 or 16) then return false end
+            if v.tt == "8x8" then
+              return v.bm == 32 and v.bn == 128 and v.vec == 1 and (v.split == 16 or v.split == 256)
+            end
             return v.tt == "4x4" and (v.bm == 16 or v.bm == 32) and (v.split == 1 or v.split == 256)
           end },
         { H100("block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..

@@ -884,21 +884,24 @@ describe("ktgen", function()
 
     -- A warp tile whose block has fewer threads than a row of its B slice
     -- has copies (64 threads, 128 columns of 4-byte copies) gives each
-    -- thread several column groups of every row; the space prunes it, so
-    -- only --no-prune builds it, and the tiles pruning keeps have one.
-    it("--no-prune builds the 64-thread 32x128 tile of 4-byte copies, two column groups of B per thread", function()
+    -- thread several column groups of every row; the space keeps it split
+    -- through a workspace (16 or 256 ways), prunes it unsplit, and the
+    -- other tiles pruning keeps have one column group.
+    it("builds the 64-thread 32x128 tile of 4-byte copies with two column groups of B per thread", function()
       local dir = mkdtemp()
       finally(function() rm_tree(dir) end)
       local name = "matmul_wt_32x128x8_tt8x8_w4_s3_v1_g8_o0_k16_c1"
-      ktgen_ok("--arch sm_90 --out " .. dir .. "/all --quiet --no-prune --only '" .. name .. "'")
-      local all = tree(dir .. "/all")
-      local text = all["matmul/" .. name .. ".cu"]
+      local unsplit = "matmul_wt_32x128x8_tt8x8_w4_s3_v1_g8_o0_k1_c1"
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/all --quiet --no-prune --only '" .. unsplit .. "'")
+      assert.is_truthy(tree(dir .. "/all")["matmul/" .. unsplit .. ".cu"], "not generated: " .. unsplit)
+      ktgen_ok("--arch sm_90 --out " .. dir .. "/kept --quiet --only '" .. name .. "," .. unsplit ..
+        ",matmul_wt_16x64x8_*'")
+      local kept = tree(dir .. "/kept")
+      local text = kept["matmul/" .. name .. ".cu"]
       assert.is_truthy(text, "not generated: " .. name)
       assert.is_truthy(text:find("constexpr int B_GROUPS = 2;", 1, true))
       assert.is_truthy(text:find("cp.b_bytes[j]", 1, true))
-      ktgen_ok("--arch sm_90 --out " .. dir .. "/kept --quiet --only '" .. name .. ",matmul_wt_16x64x8_*'")
-      local kept = tree(dir .. "/kept")
-      assert.is_nil(kept["matmul/" .. name .. ".cu"])
+      assert.is_nil(kept["matmul/" .. unsplit .. ".cu"])
       local small = 0
       for path, body in pairs(kept) do
         if path:match("^matmul/matmul_wt_16x64x8_.*%.cu$") then

@@ -372,6 +372,43 @@ Test(dispatch, the_vector_times_matrix_kernel_serves_one_row_of_more_than_16_col
   kt_close(ctx);
 }
 
+/* The warp tile of two warps of 8x8 threads is built for a few dozen rows
+ * over a long K: it serves M up to its block's rows (one row of blocks,
+ * B read once) and no more; the other warp tiles serve every shape.
+ * Tuned faster than a 64x128 tile, dispatch picks it for 20 rows, at the
+ * tuned shape and off it, and the other for 33. */
+Test(dispatch, the_two_warp_8x8_tile_serves_only_one_row_of_blocks)
+{
+  const kt_variant *few = NULL, *wide = NULL;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (kt_registry_find(v->name, NULL) != v || v->family != KT_FAMILY_MATMUL || strcmp(v->algo, "wt") != 0 ||
+        v->align != 1 || v->cluster != 1)
+      continue;
+    const char *tt = kt_variant_param(v, "tt");
+    if (!few && v->threads == 64 && tt && strcmp(tt, "8x8") == 0)
+      few = v;
+    if (!wide && v->threads == 128 && kt_variant_param_int(v, "bm", 0) == 64 &&
+        kt_variant_param_int(v, "bn", 0) == 128)
+      wide = v;
+  }
+  cr_assert(few && wide, "the registry has a 64-thread 8x8 warp tile and a 64x128 one with 4-byte copies");
+  const long long bm = kt_variant_param_int(few, "bm", 0);
+  cr_expect(kt_matmul_serves_shape(few, bm, 4096, 8192));
+  cr_expect(kt_matmul_serves_shape(few, 1, 4096, 8192));
+  cr_expect(!kt_matmul_serves_shape(few, bm + 1, 4096, 8192), "%lld rows", bm + 1);
+  cr_expect(kt_matmul_serves_shape(wide, bm + 1, 4096, 8192));
+
+  kt_context *ctx = open_tuned_fast_slow(few, wide, kt_test_matmul_problem(20, 4096, 8192));
+  const long long shapes[3][3] = {{20, 4096, 8192}, {bm > 24 ? 24 : bm, 3000, 9000}, {bm + 1, 4096, 8192}};
+  for (int s = 0; s < 3; ++s) {
+    const long long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+    const kt_choice c = matmul_choice(ctx, M, N, K, A16, K, N, N);
+    cr_expect_str_eq(c.variant, s < 2 ? few->name : wide->name, "%lldx%lldx%lld: %s", M, N, K, c.reason);
+  }
+  kt_close(ctx);
+}
+
 /* A B that a float4 kernel cannot read in place (ldb not a multiple of 4,
  * or B off a 16-byte boundary) is staged into an aligned copy first, a
  * kernel of its own: worth it where the float4 winner leads by more than
