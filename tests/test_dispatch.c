@@ -376,7 +376,7 @@ Test(dispatch, the_vector_times_matrix_kernel_serves_one_row_of_more_than_16_col
  * over a long K: it serves M up to its block's rows (one row of blocks,
  * B read once) and no more; the other warp tiles serve every shape.
  * Tuned faster than a 64x128 tile, dispatch picks it for 20 rows, at the
- * tuned shape and off it, and the other for 33. */
+ * tuned shape and off it, and the other for one row more than it serves. */
 Test(dispatch, the_two_warp_8x8_tile_serves_only_one_row_of_blocks)
 {
   const kt_variant *few = NULL, *wide = NULL;
@@ -399,8 +399,9 @@ Test(dispatch, the_two_warp_8x8_tile_serves_only_one_row_of_blocks)
   cr_expect(!kt_matmul_serves_shape(few, bm + 1, 4096, 8192), "%lld rows", bm + 1);
   cr_expect(kt_matmul_serves_shape(wide, bm + 1, 4096, 8192));
 
-  kt_context *ctx = open_tuned_fast_slow(few, wide, kt_test_matmul_problem(20, 4096, 8192));
-  const long long shapes[3][3] = {{20, 4096, 8192}, {bm > 24 ? 24 : bm, 3000, 9000}, {bm + 1, 4096, 8192}};
+  const long long tuned_m = bm < 20 ? bm : 20, off_m = bm < 24 ? bm : 24;
+  kt_context *ctx = open_tuned_fast_slow(few, wide, kt_test_matmul_problem(tuned_m, 4096, 8192));
+  const long long shapes[3][3] = {{tuned_m, 4096, 8192}, {off_m, 3000, 9000}, {bm + 1, 4096, 8192}};
   for (int s = 0; s < 3; ++s) {
     const long long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
     const kt_choice c = matmul_choice(ctx, M, N, K, A16, K, N, N);
