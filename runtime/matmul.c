@@ -130,13 +130,17 @@ static int tile_dim(const kt_variant *v, int second)
  * lane per column leaves most of its lanes idle and a cluster's few blocks
  * alone on the GPU, and the few-column kernel, built for it, was as fast or
  * faster on all 17 such shapes of two vector suites (H100, bench/reference/
- * matmul_random/README.md, run 11).  The sixth is the warp tile of two
- * warps of 8x8 threads (32x128 blocks), cuBLAS's tile for a long K over a
- * few dozen rows: it serves M <= BM, where its one row of blocks reads B
- * once, and it won there by up to 1.3 times (20x8920x13415 with B off 16
- * bytes); over more rows its blocks reread B, and tuned for every shape,
- * dispatch sent it to 69 to 294 rows where it lost by 18 to 34% (run 34).
- * Outside, neither the tuner times them nor dispatch picks them. */
+ * matmul_random/README.md, run 11).  The sixth are the warp tiles built
+ * for a long K over a few dozen rows: two warps of 8x8 threads (32x128
+ * blocks, cuBLAS's tile there) and 12x8 threads (48x128 blocks of two
+ * warps, 96x128 of four).  They serve M <= BM, where one row of blocks
+ * reads B once: the 32x128 tile won there by up to 1.3 times
+ * (20x8920x13415 with B off 16 bytes), and over more rows its blocks
+ * reread B, so that, tuned for every shape, dispatch sent it to 69 to 294
+ * rows where it lost by 18 to 34% (run 34); the 96x128 tile won 11 of 45
+ * shapes of 65 to 96 rows by up to 1.37 times, the 48x128 tile 3 of 26 of
+ * 33 to 48 rows by up to 1.21, and neither any of a random suite (run
+ * 36).  Outside, neither the tuner times them nor dispatch picks them. */
 #define FEW_COLUMNS 16 /* the few-column kernel's corner: N <= 16 (staging B stops there too) */
 int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K)
 {
@@ -148,7 +152,7 @@ int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long l
     return N <= tile_dim(v, 1);
   if (strcmp(v->algo, "matvec") == 0)
     return N <= tile_dim(v, 1) && K >= 128LL * kt_variant_param_int(v, "kwarps", 1);
-  if (strcmp(v->algo, "wt") == 0 && v->threads == 64 && tile_dim(v, 0) == 8)
+  if (strcmp(v->algo, "wt") == 0 && (tile_dim(v, 0) == 12 || (v->threads == 64 && tile_dim(v, 0) == 8)))
     return M <= kt_variant_param_int(v, "bm", 0);
   if (strcmp(v->algo, "direct") == 0) {
     const char *bk = kt_variant_param(v, "bk");

@@ -22,7 +22,7 @@ end
 local function VEC(reason)
   return "H100 (bench/reference/matmul_random/README.md, run 8): " .. reason
 end
-local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16 } }
+local THREAD_TILE = { ["4x4"] = { 4, 4 }, ["8x8"] = { 8, 8 }, ["8x16"] = { 8, 16 }, ["12x8"] = { 12, 8 } }
 local DIRECT_TILE = { ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 } }
 local SKINNY_TILE = { ["4x1"] = { 4, 1 }, ["4x4"] = { 4, 4 }, ["8x4"] = { 8, 4 }, ["16x2"] = { 16, 2 },
                       ["32x1"] = { 32, 1 }, ["16x4"] = { 16, 4 }, ["32x4"] = { 32, 4 } }
@@ -102,10 +102,10 @@ local S = {
       doc = "warp-tiled kernel: block tile BM x BN x BK split into warp tiles, thread tile TM x TN as 4x4 blocks, " ..
         "global -> shared memory by cp.async, STAGES slices deep, A transposed on the way, fragments double-buffered",
       params = {
-        { "bm", { 16, 32, 64, 128 }, "BM: rows of C per block", tag = "" },
+        { "bm", { 16, 32, 48, 64, 96, 128 }, "BM: rows of C per block", tag = "" },
         { "bn", { 32, 64, 128, 256 }, "BN: columns of C per block", join = "x" },
         { "bk", { 8, 16 }, "BK: depth of the K slice in one pipeline stage", join = "x" },
-        { "tt", { "4x4", "8x8", "8x16" }, "TM x TN: rows x columns of C per thread (register tile)", tag = "tt" },
+        { "tt", { "4x4", "8x8", "8x16", "12x8" }, "TM x TN: rows x columns of C per thread (register tile)", tag = "tt" },
         { "wtm", { 4 }, "lanes of a warp along M (32 / wtm along N): 4 x 8 lanes read 64 bytes of A and 128 of B " ..
           "per k; 8 x 4 measured slower on an H100", tag = "w" },
         { "stages", { 2, 3, 4 }, "K slices in shared memory: one being used, the rest in flight (cp.async)",
@@ -214,12 +214,16 @@ local S = {
             if v.tt == "8x8" then
               return v.bm == 32 and v.bn == 128 and v.vec == 1 and (v.split == 16 or v.split == 256)
             end
+            -- 48x128 of 12x8 threads (run 36): M <= 48 the same way.
+            if v.tt == "12x8" then return v.bm == 48 and v.bn == 128 and (v.split == 16 or v.split == 256) end
             return v.tt == "4x4" and (v.bm == 16 or v.bm == 32) and (v.split == 1 or v.split == 256)
           end },
         { H100("block and thread tiles pair as 32x64, 32x128 and 64x64 with 4x4 (many threads for small problems), " ..
           "64x128, 128x64 and 128x128 with 8x8, 128x256 with 8x16 (one block per SM)"),
           function(v)
             if v.threads == 64 then return true end
+            -- 96x128 of 12x8 threads, for 65-96 rows (run 36; kt_matmul_serves_shape: M <= 96).
+            if v.tt == "12x8" then return v.bm == 96 and v.bn == 128 end
             if v.tt == "4x4" then return v.bm * v.bn <= 64 * 64 or (v.bm == 32 and v.bn == 128) end
             if v.tt == "8x8" then return v.bm >= 64 and v.bn <= 128 and v.bm * v.bn >= 64 * 128 end
             return v.bm == 128 and v.bn == 256
@@ -250,7 +254,7 @@ local S = {
           "with 4-byte copies, for long K over a small C with B's rows off 16 bytes, where the 4x4-thread tiles " ..
           "split 256 ways reached 0.72 to 0.77 of cuBLAS (113x618x13843: 0.77 to 0.97; run 32)"),
           function(v)
-            if v.split == 1 or v.threads == 64 then return true end
+            if v.split == 1 or v.threads == 64 or v.tt == "12x8" then return true end
             local wide = v.bn == 128 or (v.bm == 128 and v.bn == 64 and v.vec == 4)
             if v.split == 4 then return wide and v.bm >= 64 and (v.occ == 0 or v.threads == 128) end
             if v.split == 16 then return wide and v.bm >= 64 and (v.occ == 0 or v.threads == 128) and v.vec == 4 end
@@ -265,6 +269,10 @@ local S = {
             return tile == "32x64" or tile == "64x32" or tile == "128x64" or (tile == "16x128" and v.vec == 1) or
               (tile == "128x128" and v.vec == 4)
           end },
+        { SUITE("12x8 thread tiles (48x128 blocks of two warps, 96x128 of four) as run 36 timed them on bands of " ..
+          "33-64 and 65-100 rows: unclustered, 3 stages, no occupancy hint (K split through a workspace); the " ..
+          "rest not tried"),
+          function(v) return v.tt ~= "12x8" or (v.cluster == 1 and v.occ == 0 and v.stages == 3) end },
         { H100("cluster split-K for blocks up to 128x128"),
           function(v) return v.cluster == 1 or v.bm * v.bn <= 128 * 128 end },
         { H100("128x128 blocks in clusters with the occupancy hint (caps registers at 128 for the reduction)"),
@@ -276,6 +284,7 @@ local S = {
           "K over a small C, run 32)"),
           function(v)
             return v.vec == 4 or v.threads == 64 or (v.bm == 128 and v.bn >= 128) or (v.bm == 64 and v.bn == 64) or
+              v.tt == "12x8" or
               v.bm * v.bn <= 32 * 64 or (v.bm == 64 and v.bn == 128 and v.cluster <= 2) or
               (v.bm == 128 and v.bn == 64 and v.split == 256)
           end },

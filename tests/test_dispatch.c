@@ -410,6 +410,26 @@ Test(dispatch, the_two_warp_8x8_tile_serves_only_one_row_of_blocks)
   kt_close(ctx);
 }
 
+/* So do the tiles of 12x8 threads (48 and 96 rows a block): each serves
+ * M up to its block's rows, and no more. */
+Test(dispatch, the_12x8_tiles_serve_only_one_row_of_blocks)
+{
+  int seen = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    const char *tt = kt_variant_param(v, "tt");
+    if (v->family != KT_FAMILY_MATMUL || strcmp(v->algo, "wt") != 0 || !tt || strcmp(tt, "12x8") != 0)
+      continue;
+    const long long bm = kt_variant_param_int(v, "bm", 0);
+    cr_assert_gt(bm, 0, "%s", v->name);
+    cr_expect(kt_matmul_serves_shape(v, bm, 5000, 3000), "%s, %lld rows", v->name, bm);
+    cr_expect(kt_matmul_serves_shape(v, 1, 5000, 3000), "%s, one row", v->name);
+    cr_expect(!kt_matmul_serves_shape(v, bm + 1, 5000, 3000), "%s, %lld rows", v->name, bm + 1);
+    ++seen;
+  }
+  cr_expect_gt(seen, 0, "the registry has 12x8 warp tiles");
+}
+
 /* A B that a float4 kernel cannot read in place (ldb not a multiple of 4,
  * or B off a 16-byte boundary) is staged into an aligned copy first, a
  * kernel of its own: worth it where the float4 winner leads by more than
