@@ -191,6 +191,14 @@ static kt_choice matmul_choice(kt_context *ctx, long long M, long long N, long l
   return c;
 }
 
+/* The variant dispatch picks for M x N x K with dense rows (lda K, ldb and
+ * ldc N) is want. */
+static void expect_dense_choice(kt_context *ctx, long long M, long long N, long long K, const kt_variant *want)
+{
+  const kt_choice c = matmul_choice(ctx, M, N, K, A16, K, N, N);
+  cr_expect_str_eq(c.variant, want->name, "%lldx%lldx%lld: %s", M, N, K, c.reason);
+}
+
 static kt_choice hist_choice(kt_context *ctx, long long nbins, unsigned long long n)
 {
   kt_choice c;
@@ -363,12 +371,10 @@ Test(dispatch, the_vector_times_matrix_kernel_serves_one_row_of_more_than_16_col
   cr_expect(!kt_matmul_serves_shape(vm, 2, 4096, 4096), "two rows");
 
   kt_context *ctx = open_tuned_fast_slow(vm, sk, kt_test_matmul_problem(1, 4096, 4096));
-  static const long long shapes[][3] = {{1, 4096, 4096}, {1, 3000, 5000}, {2, 3000, 5000}, {1, 16, 5000}};
-  for (int s = 0; s < 4; ++s) {
-    const long long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-    const kt_choice c = matmul_choice(ctx, M, N, K, A16, K, N, N);
-    cr_expect_str_eq(c.variant, s < 2 ? vm->name : sk->name, "%lldx%lldx%lld: %s", M, N, K, c.reason);
-  }
+  expect_dense_choice(ctx, 1, 4096, 4096, vm);
+  expect_dense_choice(ctx, 1, 3000, 5000, vm);
+  expect_dense_choice(ctx, 2, 3000, 5000, sk);
+  expect_dense_choice(ctx, 1, 16, 5000, sk);
   kt_close(ctx);
 }
 
@@ -401,12 +407,9 @@ Test(dispatch, the_two_warp_8x8_tile_serves_only_one_row_of_blocks)
 
   const long long tuned_m = bm < 20 ? bm : 20, off_m = bm < 24 ? bm : 24;
   kt_context *ctx = open_tuned_fast_slow(few, wide, kt_test_matmul_problem(tuned_m, 4096, 8192));
-  const long long shapes[3][3] = {{tuned_m, 4096, 8192}, {off_m, 3000, 9000}, {bm + 1, 4096, 8192}};
-  for (int s = 0; s < 3; ++s) {
-    const long long M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
-    const kt_choice c = matmul_choice(ctx, M, N, K, A16, K, N, N);
-    cr_expect_str_eq(c.variant, s < 2 ? few->name : wide->name, "%lldx%lldx%lld: %s", M, N, K, c.reason);
-  }
+  expect_dense_choice(ctx, tuned_m, 4096, 8192, few);
+  expect_dense_choice(ctx, off_m, 3000, 9000, few);
+  expect_dense_choice(ctx, bm + 1, 4096, 8192, wide);
   kt_close(ctx);
 }
 
