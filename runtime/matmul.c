@@ -287,7 +287,24 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  *            to 0.9861 (bench/reference/matmul_random/README.md, run 36).
  * memory:    A and B read and C written once, at MEMORY_BW: what no
  *            choice of tile saves (it decides calls with a tiny K or a
- *            size of 1).
+ *            size of 1); and B read again by every row of blocks after
+ *            the first, at B_REREAD_BW (L2's bandwidth, about).  Without
+ *            it a call of a few dozen rows went to 16- and 32-row tiles
+ *            that read B two to six times, where one row of taller blocks
+ *            reads it once (71x2424x6946: a 16x128 tile in clusters of 4
+ *            at 0.72 of a 96x128 tile split through a workspace).
+ *            Replayed with the H100's file of run 37, over bands of
+ *            33-64 and 65-100 rows (two measured before the term was
+ *            tried, two after) dispatch went from 0.9670 to 0.9720 of
+ *            the best (their worst shape 0.72 to 0.79), over run 36's
+ *            band of 16-100 rows from 0.9698 to 0.9802 and its other
+ *            eight suites from 0.9830 to 0.9825; with run 36's file and
+ *            its ten suites 0.9816 to 0.9822, the H200's run 35 file and
+ *            suites 0.9826 to 0.9827, run 34's (H100) 0.9786 to 0.9775,
+ *            run 33's (H200) 0.9861 to 0.9863 (bench/reference/
+ *            matmul_random/README.md, run 37).  Twice
+ *            the bandwidth gave 0.9714 on the bands, half 0.9707; counting
+ *            A's rereads by every column of blocks too lost up to 0.0024.
  * reduction: split-K's workspace traffic (each chunk's partial tile
  *            written and read, C written) at WORKSPACE_BW, plus
  *            WORKSPACE_MS for the workspace's stream-ordered allocation
@@ -410,6 +427,7 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
 #define WORKSPACE_BW 3.0e9        /* bytes per ms of split-K workspace traffic (an H100's HBM3) */
 #define WORKSPACE_MS 0.001        /* split-K's workspace taken from the pool and given back */
 #define MEMORY_BW 4.0e9           /* bytes per ms of A, B and C traffic (HBM3 and L2) */
+#define B_REREAD_BW 1.0e10        /* bytes per ms of B read again by each row of blocks after the first */
 #define FIXED_K KT_MATMUL_FIXED_K /* a block's fixed cost, in K steps of its multiply-adds */
 #define SATURATE 160.0            /* warps x outputs per thread that keep an SM busy */
 #define WARPS_BUSY 0.75           /* share of its resident warps that keep an SM busy: few-row, few-column kernels */
@@ -583,7 +601,8 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   const double fixed = g->streaming ? fmax(FIXED_K, STREAM_FIXED_STEPS * g->bk) : FIXED_K;
   const double u = busy * (double)g->bm * g->bn * (steps + fixed);
   *launches = 1;
-  *traffic_ms = (m * n + m * k + k * n) * 4.0 / MEMORY_BW;
+  *traffic_ms = (m * n + m * k + k * n) * 4.0 / MEMORY_BW + (double)((M + g->bm - 1) / g->bm - 1) * k * n * 4.0 /
+                                                                B_REREAD_BW;
   if (splits > 1 && g->split > 1) {
     *traffic_ms += (2.0 * (double)splits + 1.0) * (double)M * (double)N * 4.0 / WORKSPACE_BW + WORKSPACE_MS;
     *launches = 2;
