@@ -575,7 +575,7 @@ static geom geometry(const kt_variant *v, const kt_device_info *d)
 static double units(const geom *g, double m, double n, double k, int sm, int *launches, double *traffic_ms)
 {
   const long long M = (long long)m, N = (long long)n, K = (long long)k;
-  const long long tiles = ((M + g->bm - 1) / g->bm) * ((N + g->bn - 1) / g->bn);
+  const long long tile_rows = (M + g->bm - 1) / g->bm, tiles = tile_rows * ((N + g->bn - 1) / g->bn);
   long long chunk = (K + g->bk - 1) / g->bk * g->bk, splits = 1;
   if (g->split > 1)
     splits = g->in_wave
@@ -601,8 +601,7 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   const double fixed = g->streaming ? fmax(FIXED_K, STREAM_FIXED_STEPS * g->bk) : FIXED_K;
   const double u = busy * (double)g->bm * g->bn * (steps + fixed);
   *launches = 1;
-  *traffic_ms = (m * n + m * k + k * n) * 4.0 / MEMORY_BW + (double)((M + g->bm - 1) / g->bm - 1) * k * n * 4.0 /
-                                                                B_REREAD_BW;
+  *traffic_ms = (m * n + m * k + k * n) * 4.0 / MEMORY_BW + (double)(tile_rows - 1) * k * n * 4.0 / B_REREAD_BW;
   if (splits > 1 && g->split > 1) {
     *traffic_ms += (2.0 * (double)splits + 1.0) * (double)M * (double)N * 4.0 / WORKSPACE_BW + WORKSPACE_MS;
     *launches = 2;

@@ -394,8 +394,7 @@ Test(dispatch, the_two_warp_8x8_tile_serves_only_one_row_of_blocks)
     const char *tt = kt_variant_param(v, "tt");
     if (!few && v->threads == 64 && tt && strcmp(tt, "8x8") == 0)
       few = v;
-    if (!wide && v->threads == 128 && kt_variant_param_int(v, "bm", 0) == 64 &&
-        kt_variant_param_int(v, "bn", 0) == 128)
+    if (!wide && v->threads == 128 && kt_variant_param_int(v, "bm", 0) == 64 && kt_variant_param_int(v, "bn", 0) == 128)
       wide = v;
   }
   cr_assert(few && wide, "the registry has a 64-thread 8x8 warp tile and a 64x128 one with 4-byte copies");
