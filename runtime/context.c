@@ -39,6 +39,7 @@ struct kt_context {
   uintptr_t checked[64]; /* pointers already found to be device memory */
   void *pool;            /* scratch pool of the device (kt_device_pool) */
   kt_misses *misses;     /* problems served without their own tuned entry; NULL: none kept */
+  kt_race *race;         /* on-line tuning (online.c); NULL only when out of memory */
 };
 
 /* Open contexts.  A call on a pointer not in this set (NULL, closed, or
@@ -192,7 +193,14 @@ static int finish_open(kt_context **out, const kt_device_info *dev, int describe
   const char *keep = getenv("KTUNE_MISSES");
   if (rc == KT_OK && !(keep && strcmp(keep, "off") == 0))
     c->misses = kt_misses_new();
+  int online = 0;
+  if (kt_race_parse(getenv("KTUNE_ONLINE"), &online) != KT_OK)
+    logf_(c, KT_LOG_WARN, "ktune: KTUNE_ONLINE=%s is not off, on or 2..%d: on-line tuning stays off",
+          getenv("KTUNE_ONLINE"), KT_RACE_MAX);
+  if (rc == KT_OK)
+    c->race = kt_race_new(NULL, online);
   if (rc != KT_OK || (rc = live_add(c)) != KT_OK) {
+    kt_race_free(c->race);
     kt_misses_free(c->misses);
     release_states(c);
     free(c->results.tuned);
@@ -261,10 +269,21 @@ void kt_close(kt_context *c)
   if (!c || !live_remove(c))
     return;
   save_misses(c);
+  kt_race_free(c->race);
   kt_misses_free(c->misses);
   release_states(c);
   free(c->results.tuned);
   free(c);
+}
+
+int kt_online(kt_context *c, int candidates)
+{
+  int rc = kt_context_check(c);
+  if (rc != KT_OK)
+    return rc;
+  if (candidates < 0 || candidates > KT_RACE_MAX || candidates == 1)
+    return KT_ERR_BAD_OPTION;
+  return c->race ? kt_race_set(c->race, candidates) : KT_ERR_NO_MEMORY;
 }
 
 const char *kt_device_name(const kt_context *c)
@@ -331,6 +350,58 @@ int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args
     return KT_ERR_LAUNCH;
   }
   return KT_OK;
+}
+
+kt_race *kt_context_race(const kt_context *c)
+{
+  return kt_race_candidates(c->race) ? c->race : NULL;
+}
+
+int kt_context_may_time(const kt_context *c, kt_stream stream)
+{
+  if (c->described)
+    return 0;
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  /* An error here (the legacy stream while another captures globally) is
+   * the launch's to report; it is not left behind as the last error. */
+  if (cudaStreamIsCapturing((cudaStream_t)stream, &st) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return st == cudaStreamCaptureStatusNone;
+}
+
+int kt_context_launch_raced(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream,
+                            kt_race_pick *p)
+{
+  if (p->slot < 0)
+    return kt_context_launch(c, v, args, stream);
+  int prev = -1;
+  if (cudaGetDevice(&prev) != cudaSuccess || (prev != c->dev.ordinal && cudaSetDevice(c->dev.ordinal) != cudaSuccess)) {
+    cudaGetLastError();
+    kt_race_end(c->race, p, 0);
+    return KT_ERR_CUDA;
+  }
+  /* Events made, and recorded, with the context's device current; a
+   * failed record (not sticky) only costs the sample. */
+  const int made = kt_race_events(c->race, p) == 0;
+  int timed = made && cudaEventRecord((cudaEvent_t)p->start, (cudaStream_t)stream) == cudaSuccess;
+  if (made && !timed)
+    cudaGetLastError();
+  const int e = v->launch(args, (cudaStream_t)stream);
+  int rc = KT_OK;
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    logf_((void *)c, KT_LOG_ERROR, "ktune: %s: %s", v->name, cudaGetErrorString((cudaError_t)e));
+    rc = KT_ERR_LAUNCH, timed = 0;
+  } else if (timed && cudaEventRecord((cudaEvent_t)p->stop, (cudaStream_t)stream) != cudaSuccess) {
+    cudaGetLastError();
+    timed = 0;
+  }
+  kt_race_end(c->race, p, timed);
+  if (prev != c->dev.ordinal)
+    cudaSetDevice(prev);
+  return rc;
 }
 
 const kt_device_info *kt_context_device(const kt_context *c)

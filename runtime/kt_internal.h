@@ -406,6 +406,67 @@ KT_INTERNAL int kt_misses_save(const kt_misses *m, const char *fingerprint, cons
 KT_INTERNAL int kt_misses_forget(const char *path, const char *fingerprint, const kt_problem *p, int n, char *err,
                                  size_t errlen);
 
+/* ---- online.c: on-line tuning (see there) ------------------------------ */
+
+#define KT_RACE_MAX 8      /* most candidates raced for one shape */
+#define KT_RACE_DEFAULT 4  /* KTUNE_ONLINE=on */
+#define KT_RACE_SAMPLES 3  /* times taken of each candidate; the least counts */
+#define KT_RACE_SLOTS 4    /* samples of one shape in flight at once */
+#define KT_RACE_SHAPES 256 /* shapes one context races; three quarters are used */
+
+typedef struct kt_race kt_race;
+/* How a race times a call.  create: a pair of events (0 = made); query:
+ * 1 when stop has completed (*ms = its time after start), 0 when not yet,
+ * -1 when the sample is lost; destroy: the pair. */
+typedef struct kt_race_timer {
+  void *user;
+  int (*create)(void *user, void **start, void **stop);
+  int (*query)(void *user, void *start, void *stop, float *ms);
+  void (*destroy)(void *user, void *start, void *stop);
+} kt_race_timer;
+
+enum { KT_RACE_OFF = 0, KT_RACE_UNKNOWN, KT_RACE_RACING, KT_RACE_DECIDED };
+
+/* A call's pick: the variant (a kt_registry index) to run; where slot >= 0,
+ * a sample to take: the events (kt_race_events) to record around it, before
+ * the launch and after, then handed back with kt_race_end.  The rest
+ * describes the race. */
+typedef struct kt_race_pick {
+  int variant, slot;
+  void *start, *stop, *entry;
+  int n, decided, samples; /* candidates; whether a winner is kept; samples taken */
+  float ms;                /* the variant's least time so far (INFINITY: none) */
+  double predicted;        /* the cost model's time for it */
+  int first;               /* the model's own pick, and its time */
+  double first_predicted;
+} kt_race_pick;
+
+/* A race table; timer NULL = CUDA events on the current device. */
+KT_INTERNAL kt_race *kt_race_new(const kt_race_timer *timer, int candidates);
+KT_INTERNAL void kt_race_free(kt_race *r);
+/* Candidates raced per shape: 0 = off, else 2..KT_RACE_MAX (KT_ERR_BAD_OPTION else). */
+KT_INTERNAL int kt_race_set(kt_race *r, int candidates);
+KT_INTERNAL int kt_race_candidates(const kt_race *r);
+/* $KTUNE_ONLINE's value: unset, "", "off" or "0" = 0; "on" = KT_RACE_DEFAULT; 2..KT_RACE_MAX. */
+KT_INTERNAL int kt_race_parse(const char *s, int *candidates);
+/* A call of key: KT_RACE_DECIDED or KT_RACE_RACING with *p filled,
+ * KT_RACE_UNKNOWN (give its candidates to kt_race_add), or KT_RACE_OFF
+ * (off, or the table is full).  Takes the samples that have completed. */
+KT_INTERNAL int kt_race_begin(kt_race *r, uint64_t key, kt_race_pick *p);
+/* The race of key as it stands, changing nothing (KT_RACE_UNKNOWN: none). */
+KT_INTERNAL int kt_race_peek(kt_race *r, uint64_t key, kt_race_pick *p);
+/* Start key's race over variant[0..n), the model's pick first, with their
+ * predicted times; then as kt_race_begin. */
+KT_INTERNAL int kt_race_add(kt_race *r, uint64_t key, int n, const int *variant, const double *predicted,
+                            kt_race_pick *p);
+/* The events of a timed pick's slot into p->start and p->stop, made
+ * (timer create) if the slot has none yet, with the device to be timed
+ * current; 0 when there are events. */
+KT_INTERNAL int kt_race_events(kt_race *r, kt_race_pick *p);
+/* After a timed pick's launch: recorded = both events recorded around a
+ * launch that started (else the sample is lost). */
+KT_INTERNAL void kt_race_end(kt_race *r, const kt_race_pick *p, int recorded);
+
 /* ---- context.c -------------------------------------------------------- */
 
 /* Open a context on a described device, for tests and tools that have no
@@ -434,6 +495,14 @@ KT_INTERNAL const kt_misses *kt_context_misses(const kt_context *c);
 KT_INTERNAL void kt_context_keep_no_misses(kt_context *c);
 /* Launch v with its family's argument struct on the context's device. */
 KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream);
+/* The context's race table (NULL when on-line tuning is off). */
+KT_INTERNAL kt_race *kt_context_race(const kt_context *c);
+/* Whether a call on stream may be timed: not while it is being captured. */
+KT_INTERNAL int kt_context_may_time(const kt_context *c, kt_stream stream);
+/* kt_context_launch of a race's pick p, timed where p holds a slot (and
+ * handed back to the race either way). */
+KT_INTERNAL int kt_context_launch_raced(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream,
+                                        kt_race_pick *p);
 
 /* ---- matmul.c ----------------------------------------------------------- */
 

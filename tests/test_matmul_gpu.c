@@ -261,3 +261,206 @@ Test(matmul_gpu, one_context_serves_several_threads)
   }
   kt_close(ctx);
 }
+
+/* ---- on-line tuning (runtime/online.c) ---------------------------------- */
+
+/* A product on the device whose every kt_matmul result is checked against a
+ * double reference computed once (beta 0, C filled with NaN before each
+ * call, so that every element must be written). */
+typedef struct online_case {
+  int m, n, k;
+  float *dA, *dB, *dC, *C;
+  double *ref, *mag;
+} online_case;
+
+static void online_setup(online_case *c, int m, int n, int k, kt_rng *r)
+{
+  *c = (online_case){
+      m, n, k, NULL, NULL, NULL, malloc((size_t)m * n * 4), malloc((size_t)m * n * 8), malloc((size_t)m * n * 8)};
+  float *A = malloc((size_t)m * k * 4), *B = malloc((size_t)k * n * 4);
+  for (long long i = 0; i < (long long)m * k; ++i)
+    A[i] = kt_rng_float(r);
+  for (long long i = 0; i < (long long)k * n; ++i)
+    B[i] = kt_rng_float(r);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      double s = 0, a = 0;
+      for (int p = 0; p < k; ++p) {
+        const double x = (double)A[(size_t)i * k + p] * B[(size_t)p * n + j];
+        s += x, a += fabs(x);
+      }
+      c->ref[(size_t)i * n + j] = s, c->mag[(size_t)i * n + j] = a;
+    }
+  CUDA_OK(cudaMalloc((void **)&c->dA, (size_t)m * k * 4));
+  CUDA_OK(cudaMalloc((void **)&c->dB, (size_t)k * n * 4));
+  CUDA_OK(cudaMalloc((void **)&c->dC, (size_t)m * n * 4));
+  CUDA_OK(cudaMemcpy(c->dA, A, (size_t)m * k * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(c->dB, B, (size_t)k * n * 4, cudaMemcpyHostToDevice));
+  free(A), free(B);
+}
+
+/* kt_matmul on stream s; the worst error over the bound. */
+static double online_call(kt_context *ctx, online_case *c, cudaStream_t s)
+{
+  CUDA_OK(cudaMemsetAsync(c->dC, 0xff, (size_t)c->m * c->n * 4, s));
+  cr_assert_eq(kt_matmul(ctx, c->m, c->n, c->k, 1.0f, c->dA, c->k, c->dB, c->n, 0.0f, c->dC, c->n, s), KT_OK);
+  CUDA_OK(cudaMemcpyAsync(c->C, c->dC, (size_t)c->m * c->n * 4, cudaMemcpyDeviceToHost, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  double worst = 0;
+  for (size_t i = 0; i < (size_t)c->m * c->n; ++i) {
+    const double e = fabs(c->C[i] - c->ref[i]) / kt_tune_matmul_bound(c->k, 1.0, c->mag[i], 0.0);
+    worst = isnan(e) ? INFINITY : e > worst ? e : worst;
+  }
+  return worst;
+}
+
+static void online_free(online_case *c)
+{
+  cudaFree(c->dA), cudaFree(c->dB), cudaFree(c->dC);
+  free(c->C), free(c->ref), free(c->mag);
+}
+
+static kt_context *open_shipped(void)
+{
+  kt_options o = kt_default_options();
+  o.system_db_path = "build/system.db";
+  kt_context *ctx = NULL;
+  cr_assert_eq(kt_open(&ctx, &o), KT_OK);
+  if (kt_tuned_count(ctx) == 0) {
+    char name[256];
+    snprintf(name, sizeof name, "%s", kt_device_name(ctx));
+    kt_close(ctx);
+    cr_skip_test("no shipped results for %s in build/system.db: on-line tuning needs tuned problems", name);
+  }
+  return ctx;
+}
+
+static int starts(const char *s, const char *prefix)
+{
+  return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* Fresh shapes that no tuned problem matches: every call's result is
+ * correct while candidates race, the race ends within its samples, and the
+ * choice then says which candidate won. */
+Test(matmul_gpu, online_tuning_races_untuned_shapes_with_every_result_correct)
+{
+  kt_context *ctx = open_shipped();
+  cr_assert_eq(kt_online(ctx, 4), KT_OK);
+  kt_rng r = {fresh_seed()};
+  int raced = 0;
+  for (int s = 0; s < 4; ++s) {
+    online_case c;
+    online_setup(&c, 37 + (int)(kt_rng_next(&r) % 300), 41 + (int)(kt_rng_next(&r) % 300),
+                 29 + (int)(kt_rng_next(&r) % 700), &r);
+    kt_choice ch;
+    int calls = 0;
+    do {
+      const double e = online_call(ctx, &c, NULL);
+      cr_expect(e <= 1.0, "%dx%dx%d, call %d: error %.3g x the bound", c.m, c.n, c.k, calls, e);
+      cr_assert_eq(kt_matmul_choice(ctx, c.m, c.n, c.k, c.dA, c.k, c.dB, c.n, c.dC, c.n, &ch), KT_OK);
+      cr_assert(starts(ch.reason, "on-line: "), "%dx%dx%d: %s", c.m, c.n, c.k, ch.reason);
+    } while (starts(ch.reason, "on-line: racing") && ++calls < 4 * KT_RACE_MAX * KT_RACE_SAMPLES);
+    cr_expect_not(starts(ch.reason, "on-line: racing"), "%dx%dx%d: still racing after %d calls: %s", c.m, c.n, c.k,
+                  calls, ch.reason);
+    cr_expect_not(starts(ch.reason, "on-line: no candidate could be timed"), "%dx%dx%d: %s", c.m, c.n, c.k, ch.reason);
+    raced += starts(ch.reason, "on-line: the fastest of");
+    /* The winner serves from now on, correctly. */
+    cr_expect(online_call(ctx, &c, NULL) <= 1.0, "%dx%dx%d via the winner %s", c.m, c.n, c.k, ch.variant);
+    online_free(&c);
+  }
+  cr_expect_gt(raced, 0, "no shape of four had two candidates to race");
+  kt_close(ctx);
+}
+
+/* A call being captured into a graph (the strictest mode) is not timed and
+ * starts no race; the graph computes the product. */
+Test(matmul_gpu, online_tuning_times_no_call_being_captured)
+{
+  kt_context *ctx = open_shipped();
+  cr_assert_eq(kt_online(ctx, 4), KT_OK);
+  kt_rng r = {fresh_seed()};
+  online_case c;
+  online_setup(&c, 150 + (int)(kt_rng_next(&r) % 100), 150 + (int)(kt_rng_next(&r) % 100), 100, &r);
+  cudaStream_t s;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  CUDA_OK(cudaMemsetAsync(c.dC, 0xff, (size_t)c.m * c.n * 4, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  cudaGraph_t g;
+  cudaGraphExec_t x;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  const int rc = kt_matmul(ctx, c.m, c.n, c.k, 1.0f, c.dA, c.k, c.dB, c.n, 0.0f, c.dC, c.n, s);
+  CUDA_OK(cudaStreamEndCapture(s, &g));
+  cr_assert_eq(rc, KT_OK, "%s", kt_strerror(rc));
+  CUDA_OK(cudaGraphInstantiate(&x, g, 0));
+  CUDA_OK(cudaGraphLaunch(x, s));
+  CUDA_OK(cudaMemcpyAsync(c.C, c.dC, (size_t)c.m * c.n * 4, cudaMemcpyDeviceToHost, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  double worst = 0;
+  for (size_t i = 0; i < (size_t)c.m * c.n; ++i) {
+    const double e = fabs(c.C[i] - c.ref[i]) / kt_tune_matmul_bound(c.k, 1.0, c.mag[i], 0.0);
+    worst = isnan(e) ? INFINITY : e > worst ? e : worst;
+  }
+  cr_expect(worst <= 1.0, "the captured call: error %.3g x the bound", worst);
+  kt_choice ch;
+  cr_assert_eq(kt_matmul_choice(ctx, c.m, c.n, c.k, c.dA, c.k, c.dB, c.n, c.dC, c.n, &ch), KT_OK);
+  cr_expect_not(starts(ch.reason, "on-line"), "a race began in the capture: %s", ch.reason);
+  cudaGraphExecDestroy(x), cudaGraphDestroy(g), cudaStreamDestroy(s);
+  online_free(&c);
+  kt_close(ctx);
+}
+
+typedef struct online_job {
+  kt_context *ctx;
+  online_case *c;
+  double worst;
+} online_job;
+
+static void *online_thread(void *p)
+{
+  online_job *j = p;
+  cudaStream_t s;
+  if (cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) != cudaSuccess) {
+    j->worst = INFINITY;
+    return NULL;
+  }
+  for (int i = 0; i < 2 * KT_RACE_DEFAULT * KT_RACE_SAMPLES; ++i) {
+    const double e = online_call(j->ctx, &j->c[0], s);
+    j->worst = e > j->worst ? e : j->worst;
+  }
+  cudaStreamDestroy(s);
+  return NULL;
+}
+
+/* Four threads race one shape at once, each on its own stream and C. */
+Test(matmul_gpu, online_tuning_serves_several_threads_racing_one_shape)
+{
+  kt_context *ctx = open_shipped();
+  cr_assert_eq(kt_online(ctx, 4), KT_OK);
+  kt_rng r = {fresh_seed()};
+  online_case c[4];
+  online_setup(&c[0], 200 + (int)(kt_rng_next(&r) % 100), 90 + (int)(kt_rng_next(&r) % 100), 300, &r);
+  for (int i = 1; i < 4; ++i) { /* the same A, B and reference; a C of its own */
+    c[i] = c[0];
+    c[i].C = malloc((size_t)c[0].m * c[0].n * 4);
+    CUDA_OK(cudaMalloc((void **)&c[i].dC, (size_t)c[0].m * c[0].n * 4));
+  }
+  pthread_t t[4];
+  online_job jobs[4];
+  for (int i = 0; i < 4; ++i) {
+    jobs[i] = (online_job){ctx, &c[i], 0};
+    pthread_create(&t[i], NULL, online_thread, &jobs[i]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    pthread_join(t[i], NULL);
+    cr_expect(jobs[i].worst <= 1.0, "thread %d: error %.3g x the bound", i, jobs[i].worst);
+  }
+  kt_choice ch;
+  cr_assert_eq(kt_matmul_choice(ctx, c[0].m, c[0].n, c[0].k, c[0].dA, c[0].k, c[0].dB, c[0].n, c[0].dC, c[0].n, &ch),
+               KT_OK);
+  cr_expect(starts(ch.reason, "on-line: ") && !starts(ch.reason, "on-line: racing"), "%s", ch.reason);
+  for (int i = 1; i < 4; ++i)
+    cudaFree(c[i].dC), free(c[i].C);
+  online_free(&c[0]);
+  kt_close(ctx);
+}
