@@ -61,16 +61,18 @@ struct bench_options {
   const char *db = nullptr; /* nullptr: the library's default */
   std::string out = "bench/results";
   bool quick = false;
-  unsigned long long seed = 0; /* --seed: the bench's random suite; 0 = its default */
-  bool vectors = false;        /* --vectors: the bench's vector-like suite, where it has one */
+  unsigned long long seed = 0;  /* --seed: the bench's random suite; 0 = its default */
+  bool vectors = false;         /* --vectors: the bench's vector-like suite, where it has one */
   int rows_lo = 0, rows_hi = 0; /* --rows LO:HI: M drawn over LO..HI only (0: the suite's own range) */
   int cols_lo = 0, cols_hi = 0; /* --cols LO:HI: N likewise */
+  bool online = false;          /* --online: also time kt_matmul with on-line tuning (where the bench can) */
 };
 
 static inline void bench_usage(FILE *f, const char *prog, const char *about)
 {
   fprintf(f,
           "usage: %s [--db PATH] [--out DIR] [--quick] [--seed N] [--vectors] [--rows LO:HI] [--cols LO:HI]\n"
+          "          [--online]\n"
           "%s\n"
           "  --db PATH   tuning database (default: $KTUNE_DB, else the library's default)\n"
           "  --out DIR   directory for the CSV and the plot (default: bench/results)\n"
@@ -78,7 +80,9 @@ static inline void bench_usage(FILE *f, const char *prog, const char *about)
           "  --seed N    seed of a generated suite (where the bench has one)\n"
           "  --vectors   the generated suite of products with M or N from 1 to 16 (where the bench has one)\n"
           "  --rows LO:HI  a generated suite's M drawn log-uniform over LO..HI alone (where the bench has one)\n"
-          "  --cols LO:HI  the same for N\n",
+          "  --cols LO:HI  the same for N\n"
+          "  --online    also kt_matmul with on-line tuning (kt_online), its race run to the end first\n"
+          "              (where the bench has a generated suite)\n",
           prog, about);
 }
 
@@ -97,6 +101,8 @@ static inline bench_options bench_parse_args(int argc, char **argv, const char *
       o.seed = strtoull(argv[++i], nullptr, 0);
     else if (!strcmp(a, "--vectors"))
       o.vectors = true;
+    else if (!strcmp(a, "--online"))
+      o.online = true;
     else if ((!strcmp(a, "--rows") || !strcmp(a, "--cols")) && i + 1 < argc) {
       const char *v = argv[++i];
       int *lo = a[2] == 'r' ? &o.rows_lo : &o.cols_lo, *hi = a[2] == 'r' ? &o.rows_hi : &o.cols_hi;
@@ -177,6 +183,7 @@ static inline kt_context *bench_open_ktune(const bench_options &o)
   kt_context *ctx = nullptr;
   BENCH_KT(kt_open(&ctx, &opts));
   kt_context_keep_no_misses(ctx); /* the bench's shapes must stay out of the tuning set */
+  BENCH_KT(kt_online(ctx, 0));    /* dispatch as it is by default, whatever $KTUNE_ONLINE says */
   printf("ktune: database %s, %d tuned problems for this device\n",
          o.db ? o.db : (getenv("KTUNE_DB") ? getenv("KTUNE_DB") : "(library default)"), kt_tuned_count(ctx));
   return ctx;

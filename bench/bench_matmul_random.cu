@@ -178,6 +178,11 @@ int main(int argc, char **argv)
   const unsigned long long seed = o.seed ? o.seed : kDefaultSeed;
   const bench_device d = bench_device_open();
   kt_context *ctx = bench_open_ktune(o);
+  /* --online: a second context whose first calls of each shape race the
+   * model's best candidates (kt_online), timed once its race has ended. */
+  kt_context *online = o.online ? bench_open_ktune(o) : nullptr;
+  if (online)
+    BENCH_KT(kt_online(online, 4));
   const bench_flush flush = bench_flush_alloc(d);
   const bench_reps reps = o.quick ? bench_reps{3, 10, 60.0} : bench_reps{5, 30, 200.0};
   const bench_reps oracle_reps = {3, 10, 40.0};
@@ -204,13 +209,14 @@ int main(int argc, char **argv)
   bench_csv csv(
       o.out + "/" + base + ".csv",
       "shape,m,n,k,lda,ldb,ldc,offset,kind,ktune_ms,oracle_ms,cublas_ms,ktune_over_cublas,"
-      "dispatch_over_oracle,dispatched,oracle,rel_err_ktune,rel_err_oracle,bound,status,reason,oracle_sweep_ms");
+      "dispatch_over_oracle,dispatched,oracle,rel_err_ktune,rel_err_oracle,bound,status,reason,oracle_sweep_ms,"
+      "online_ms,online_variant,online_calls");
   /* Every variant's time on every shape: what dispatch's model is judged by. */
   bench_csv each(o.out + "/" + base + "_variants.csv", "shape,kind,variant,ms,staged");
   kt_rng rng = {seed ^ 0x5eedull};
   double *scratch;
   BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
-  std::vector<double> vs_cublas, vs_oracle, vs_sweep, unaligned;
+  std::vector<double> vs_cublas, vs_oracle, vs_sweep, unaligned, vs_online;
   struct worst {
     double r;
     std::string line;
@@ -309,7 +315,34 @@ int main(int argc, char **argv)
     }
     const double bound = error_bound(c.k);
     const double err_kt = t_kt.ok && t_cb.ok ? rel_error(C, R, c.m, c.n, c.ldc, scratch, d) : NAN;
-    const bool ok = t_kt.ok && t_cb.ok && err_kt <= bound && best && t_or.ok && err_or <= bound;
+    /* On-line tuning: the race run to its end (a call at a time, each
+     * synchronised, so that every sample is in before the next call), then
+     * timed as ktune is.  C is checked again after it. */
+    bench_time_result t_on = {};
+    kt_choice on_choice = {};
+    int on_calls = 0;
+    double err_on = NAN;
+    if (online) {
+      auto run_online = [&]() -> int {
+        int r = kt_matmul(online, c.m, c.n, c.k, 1.0f, A, c.lda, B, c.ldb, 0.0f, C, c.ldc, 0);
+        return r == KT_OK ? 0 : bench_fail("kt_matmul (on-line): %s", kt_strerror(r));
+      };
+      do {
+        if (run_online() != 0)
+          break;
+        BENCH_CUDA(cudaDeviceSynchronize());
+        BENCH_KT(kt_matmul_choice(online, c.m, c.n, c.k, A, c.lda, B, c.ldb, C, c.ldc, &on_choice));
+      } while (!strncmp(on_choice.reason, "on-line: racing", 15) && ++on_calls < 200);
+      t_on = bench_time(run_online, flush, reps);
+      keep_lower(t_on, bench_time(run_online, flush, reps));
+      BENCH_CUDA(cudaMemset(C0, 0xff, nc * sizeof(float)));
+      if (t_on.ok && run_online() == 0) {
+        BENCH_CUDA(cudaDeviceSynchronize());
+        err_on = rel_error(C, R, c.m, c.n, c.ldc, scratch, d);
+      }
+    }
+    const bool ok = t_kt.ok && t_cb.ok && err_kt <= bound && best && t_or.ok && err_or <= bound &&
+                    (!online || (t_on.ok && err_on <= bound));
     const double r_cb = t_cb.ms / t_kt.ms, r_or = best_ms / t_kt.ms;
     char name[64];
     snprintf(name, sizeof name, "%dx%dx%d", c.m, c.n, c.k);
@@ -318,6 +351,8 @@ int main(int argc, char **argv)
       vs_cublas.push_back(r_cb);
       vs_oracle.push_back(std::min(r_or, 1.0)); /* the oracle is ktune's best: timing noise above 1 is noise */
       vs_sweep.push_back(std::min(sweep_ms / t_kt.ms, 1.0));
+      if (online)
+        vs_online.push_back(std::min(best_ms / t_on.ms, 1.0));
       if (!strcmp(c.kind, "ld%4!=0"))
         unaligned.push_back(r_cb);
       char line[512];
@@ -330,14 +365,17 @@ int main(int argc, char **argv)
     printf("%-20s %-8s %9.2f %9.2f %9.2f %8.3f %8.3f  %s / %s%s\n", name, c.kind, gflop / t_kt.ms, gflop / best_ms,
            gflop / t_cb.ms, r_cb, r_or, choice.variant, best ? best->name : "-", ok ? "" : "  FAILED");
     if (!ok)
-      printf("  ktune %s (err %.2e), cuBLAS %s, oracle err %.2e, bound %.2e\n", t_kt.ok ? "ran" : t_kt.err.c_str(),
-             err_kt, t_cb.ok ? "ran" : t_cb.err.c_str(), err_or, bound);
+      printf("  ktune %s (err %.2e), cuBLAS %s, oracle err %.2e, on-line err %.2e, bound %.2e\n",
+             t_kt.ok ? "ran" : t_kt.err.c_str(), err_kt, t_cb.ok ? "ran" : t_cb.err.c_str(), err_or, err_on, bound);
+    if (online && ok)
+      printf("  on-line: %s after %d calls, %.3f of the oracle\n", on_choice.variant, on_calls + 1, best_ms / t_on.ms);
     fflush(stdout);
     std::string reason = choice.reason;
     std::replace(reason.begin(), reason.end(), ',', ';');
-    csv.row("%s,%d,%d,%d,%lld,%lld,%lld,%d,%s,%.5f,%.5f,%.5f,%.4f,%.4f,%s,%s,%.3e,%.3e,%.3e,%s,%s,%.5f", name, c.m, c.n,
-            c.k, c.lda, c.ldb, c.ldc, c.offset, c.kind, t_kt.ms, best_ms, t_cb.ms, r_cb, r_or, choice.variant,
-            best ? best->name : "-", err_kt, err_or, bound, ok ? "ok" : "FAILED", reason.c_str(), sweep_ms);
+    csv.row("%s,%d,%d,%d,%lld,%lld,%lld,%d,%s,%.5f,%.5f,%.5f,%.4f,%.4f,%s,%s,%.3e,%.3e,%.3e,%s,%s,%.5f,%.5f,%s,%d",
+            name, c.m, c.n, c.k, c.lda, c.ldb, c.ldc, c.offset, c.kind, t_kt.ms, best_ms, t_cb.ms, r_cb, r_or,
+            choice.variant, best ? best->name : "-", err_kt, err_or, bound, ok ? "ok" : "FAILED", reason.c_str(),
+            sweep_ms, online ? t_on.ms : NAN, online ? on_choice.variant : "", on_calls);
     cudaFree(A0);
     cudaFree(B0);
     cudaFree(C0);
@@ -350,6 +388,8 @@ int main(int argc, char **argv)
   summary("dispatch / oracle (capped at 1)", vs_oracle);
   summary("dispatch / sweep's fastest (capped)", vs_sweep);
   summary("ktune / cuBLAS, ld % 4 != 0", unaligned);
+  if (online)
+    summary("on-line tuned / oracle (capped)", vs_online);
   if (failed)
     printf("%d shape%s FAILED (left out of the summary)\n", failed, failed > 1 ? "s" : "");
   std::sort(worsts.begin(), worsts.end(), [](const worst &a, const worst &b) { return a.r < b.r; });
@@ -361,6 +401,7 @@ int main(int argc, char **argv)
   cudaFree(scratch);
   cudaFree(flush.p);
   cublasDestroy(h);
+  kt_close(online);
   kt_close(ctx);
   return failed ? 1 : 0;
 }
