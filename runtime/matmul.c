@@ -807,11 +807,12 @@ static void note_miss(const kt_context *c, const kt_tuned *t, long long M, long 
 }
 
 /* On-line tuning races the candidates predicted within this factor of the
- * model's best time (at most kt_online's count of them): over the H100's
- * thirteen suites of every variant timed (run 36, 37), the fastest of the
- * four best predictions reaches 0.994 of the oracle (geometric mean) where
- * the model's pick reaches 0.981, and candidates predicted 25% slower
- * than the best were within 1% of it in that. */
+ * model's best time (at most kt_online's count of them).  Over the H100's
+ * thirteen suites of every variant timed (runs 36 to 38 in
+ * bench/reference/matmul_random/README.md) the fastest of the four best
+ * predictions reaches 0.994 of the oracle (geometric mean) where the
+ * model's pick reaches 0.978, and leaving out those predicted over 1.25x
+ * the first loses nothing of that. */
 #define RACE_MARGIN 1.25
 
 /* The race's pick for a call the model decides (kt_race_begin), its race
