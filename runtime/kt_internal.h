@@ -522,6 +522,12 @@ KT_INTERNAL int kt_matmul_serves_staged(const kt_variant *v, const kt_device_inf
  * few-row, few-column and short-K kernels serve one corner each. */
 KT_INTERNAL int kt_matmul_serves_shape(const kt_variant *v, long long M, long long N, long long K);
 
+/* The candidates (registry indices, the model's pick first) that on-line
+ * tuning would race for a call with this B and C, n at most; their count,
+ * 0 where the model does not decide the call.  Races nothing (tools). */
+KT_INTERNAL int kt_matmul_race_candidates(const kt_context *c, long long M, long long N, long long K, const void *B,
+                                          long long ldb, const void *C, long long ldc, int n, int *variant);
+
 /* The tuned matmul problem nearest M x N x K: least sum of squared
  * log-ratios.  Entries of other families are passed over; NULL when none. */
 KT_INTERNAL const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long long N, long long K);

@@ -693,15 +693,28 @@ static uint64_t cache_key(long long M, long long N, long long K, int align_class
  * variant must (priced by stage_ms), C's stores bound by its scalar_rows
  * of every 4 (scalar_rows_of_4), or NULL; out gets why. */
 /* The best predictions, for on-line tuning: up to n variants (registry
- * indices, fastest first) with their predicted times. */
+ * indices, fastest first) with their predicted times, and the best of
+ * each kernel kind (the variants' algo: warp tiles, few-column, ...). */
+#define RACE_KINDS 8
 typedef struct top_list {
-  int n, count;
+  int n, count, kinds;
   int variant[KT_RACE_MAX];
   double ms[KT_RACE_MAX];
+  const char *kind[RACE_KINDS];
+  int kind_variant[RACE_KINDS];
+  double kind_ms[RACE_KINDS];
 } top_list;
 
-static void top_add(top_list *t, int variant, double ms)
+static void top_add(top_list *t, const kt_variant *v, double ms)
 {
+  const int variant = (int)(v - kt_registry);
+  int k = 0;
+  while (k < t->kinds && strcmp(t->kind[k], v->algo) != 0)
+    ++k;
+  if (k == t->kinds && k < RACE_KINDS)
+    t->kind[t->kinds++] = v->algo, t->kind_ms[k] = INFINITY;
+  if (k < t->kinds && ms < t->kind_ms[k])
+    t->kind_variant[k] = variant, t->kind_ms[k] = ms;
   if (t->n <= 0 || (t->count == t->n && !(ms < t->ms[t->n - 1])))
     return; /* not among the n best: ties keep the earlier */
   int i = t->count < t->n ? t->count++ : t->n - 1;
@@ -768,7 +781,7 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
     const double pred =
         launches * T_LAUNCH_MS + m->g[x].launch_ms + traffic + fmax(exp(num / den) * u, c_bound) + stage;
     if (top)
-      top_add(top, (int)(m->var[x] - kt_registry), pred);
+      top_add(top, m->var[x], pred);
     if (pred < best_ms) {
       second = best, second_ms = best_ms;
       best = m->var[x], best_ms = pred, best_stage = stage;
@@ -807,13 +820,51 @@ static void note_miss(const kt_context *c, const kt_tuned *t, long long M, long 
 }
 
 /* On-line tuning races the candidates predicted within this factor of the
- * model's best time (at most kt_online's count of them).  Over the H100's
- * thirteen suites of every variant timed (runs 36 to 38 in
- * bench/reference/matmul_random/README.md) the fastest of the four best
- * predictions reaches 0.994 of the oracle (geometric mean) where the
- * model's pick reaches 0.978, and leaving out those predicted over 1.25x
- * the first loses nothing of that. */
+ * model's best time: its pick, the best of each other kernel kind, then
+ * its next best picks, kt_online's count in all.  The model's errors are
+ * shared within a kind (its variants are calibrated on the same tuned
+ * problems), so a race across kinds hedges them.  Replayed over the H100's
+ * thirteen suites of every variant timed (`replay_dispatch --race 4`,
+ * runs 36 and 37 in bench/reference/matmul_random/README.md), the fastest
+ * of four such candidates reaches 0.995 of the oracle (geometric mean)
+ * where the model's pick reaches 0.981, and the suites' worst shapes rise
+ * from 0.79-0.94 to 0.85-0.97; the four best predictions alone give the
+ * same mean but leave the few-column kernel out where the model ranks it
+ * tenth (2x17x14071, 48x12x9607 at 0.84-0.87).  Leaving out candidates
+ * predicted over 1.25x the first loses nothing. */
 #define RACE_MARGIN 1.25
+
+/* The race's candidates from the model's predictions (see RACE_MARGIN),
+ * at most n; their count. */
+static int race_candidates(const top_list *t, int n, int *variant, double *ms)
+{
+  if (t->count == 0 || n < 1)
+    return 0;
+  int c = 0;
+  variant[c] = t->variant[0], ms[c++] = t->ms[0];
+  const double limit = RACE_MARGIN * t->ms[0];
+  int taken[RACE_KINDS] = {0};
+  for (int k = 0; k < t->kinds; ++k)
+    taken[k] = strcmp(t->kind[k], kt_registry[t->variant[0]].algo) == 0;
+  while (c < n) { /* the other kinds' bests, fastest first */
+    int best = -1;
+    for (int k = 0; k < t->kinds; ++k)
+      if (!taken[k] && t->kind_ms[k] <= limit && (best < 0 || t->kind_ms[k] < t->kind_ms[best]))
+        best = k;
+    if (best < 0)
+      break;
+    taken[best] = 1;
+    variant[c] = t->kind_variant[best], ms[c++] = t->kind_ms[best];
+  }
+  for (int i = 1; i < t->count && c < n && t->ms[i] <= limit; ++i) {
+    int dup = 0;
+    for (int j = 0; j < c; ++j)
+      dup |= variant[j] == t->variant[i];
+    if (!dup)
+      variant[c] = t->variant[i], ms[c++] = t->ms[i];
+  }
+  return c;
+}
 
 /* The race's pick for a call the model decides (kt_race_begin), its race
  * started from the model's best predictions if it has none; NULL where
@@ -826,12 +877,11 @@ static const kt_variant *race_pick(kt_race *r, const model *m, const kt_device_i
   int st = kt_race_begin(r, key, p);
   if (st == KT_RACE_UNKNOWN) {
     top_list top = {.n = kt_race_candidates(r)};
+    int variant[KT_RACE_MAX];
+    double ms[KT_RACE_MAX];
     if (!predict(m, d, M, N, K, wide, scalar_rows, call, NULL, &top))
       return NULL;
-    int n = 1;
-    while (n < top.count && top.ms[n] <= RACE_MARGIN * top.ms[0])
-      ++n;
-    st = kt_race_add(r, key, n, top.variant, top.ms, p);
+    st = kt_race_add(r, key, race_candidates(&top, top.n, variant, ms), variant, ms, p);
   }
   if (st != KT_RACE_RACING && st != KT_RACE_DECIDED)
     return NULL;
@@ -936,6 +986,26 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
   __atomic_store_n(&m->cache[slot].variant, (int)(v - kt_registry), __ATOMIC_RELAXED);
   __atomic_store_n(&m->cache[slot].key, key, __ATOMIC_RELEASE);
   return v;
+}
+
+int kt_matmul_race_candidates(const kt_context *c, long long M, long long N, long long K, const void *B, long long ldb,
+                              const void *C, long long ldc, int n, int *variant)
+{
+  int nt = 0;
+  const kt_tuned *tuned = kt_context_tuned(c, KT_FAMILY_MATMUL, &nt);
+  const model *m = nt > 0 ? kt_context_state(c, KT_FAMILY_MATMUL) : NULL;
+  const kt_tuned *t = kt_matmul_nearest(tuned, nt, M, N, K);
+  const matmul_call call = {B, C, ldb, ldc, M, N, K};
+  const int in_place = kt_matmul_b_in_place(B, ldb);
+  if (!m || !t || n < 1 ||
+      (t->problem.m == M && t->problem.n == N && t->problem.k == K && (in_place || t->problem.n % 4 != 0)))
+    return 0; /* as choose(): the model does not decide this call */
+  top_list top = {.n = n < KT_RACE_MAX ? n : KT_RACE_MAX};
+  double ms[KT_RACE_MAX];
+  if (!predict(m, kt_context_device(c), M, N, K, in_place && kt_matmul_b_in_place(C, ldc), scalar_rows_of_4(C, ldc),
+               &call, NULL, &top))
+    return 0;
+  return race_candidates(&top, top.n, variant, ms);
 }
 
 /* ---- the API ------------------------------------------------------------ */

@@ -214,7 +214,8 @@ KT_API int kt_tuned_count(const kt_context *ctx);
 /* On-line tuning of kt_matmul (FP32, op N, N), off by default.  With
  * `candidates` from 2 to 8, the first calls of a shape that the database
  * has not tuned run the dispatch model's best picks (up to `candidates`,
- * those predicted within 1.25x of its first) in turn, each timed three
+ * of the kernel kinds predicted within 1.25x of its first, then its next
+ * best) in turn, each timed three
  * times with CUDA events on the call's stream (read by later calls, never
  * waited on; a call being captured into a graph is not timed), and the
  * fastest then serves the shape for the rest of the context's life.  Every
