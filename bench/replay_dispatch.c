@@ -48,7 +48,9 @@ typedef struct shape {
 
 static int usage(void)
 {
-  fprintf(stderr, "usage: replay_dispatch --db DB --device 'NAME|sm_CC|N SMs|M MiB' [--verbose] SUITE.csv ...\n");
+  fprintf(stderr,
+          "usage: replay_dispatch --db DB --device 'NAME|sm_CC|N SMs|M MiB' [--verbose] [--race N] SUITE.csv ...\n"
+          "  --race N  also: the fastest of the N candidates that on-line tuning would race, by the sweep\n");
   return 2;
 }
 
@@ -255,7 +257,7 @@ int main(int argc, char **argv)
 {
   const char *db = NULL, *dev_s = NULL;
   const char **files = calloc((size_t)argc, sizeof *files);
-  int verbose = 0, nfiles = 0;
+  int verbose = 0, nfiles = 0, race = 0;
   if (!files)
     return 1;
   for (int i = 1; i < argc; ++i) {
@@ -265,7 +267,11 @@ int main(int argc, char **argv)
       dev_s = argv[++i];
     else if (strcmp(argv[i], "--verbose") == 0)
       verbose = 1;
-    else if (argv[i][0] == '-')
+    else if (strcmp(argv[i], "--race") == 0 && i + 1 < argc) {
+      race = atoi(argv[++i]);
+      if (race < 1 || race > KT_RACE_MAX)
+        return usage();
+    } else if (argv[i][0] == '-')
       return usage();
     else
       files[nfiles++] = argv[i];
@@ -289,9 +295,9 @@ int main(int argc, char **argv)
     return 1;
   }
   static shape s[MAX_SHAPES];
-  static double all[64 * MAX_SHAPES];
+  static double all[64 * MAX_SHAPES], all_race[64 * MAX_SHAPES];
   int nall = 0, bad = 0, suites = 0;
-  double mean_of_means = 0;
+  double mean_of_means = 0, race_mean_of_means = 0;
   for (int a = 0; a < nfiles; ++a) {
     const char *path = files[a];
     const int ns = read_suite(path, s, MAX_SHAPES);
@@ -315,7 +321,7 @@ int main(int argc, char **argv)
       bad = 1;
       continue;
     }
-    double r[MAX_SHAPES];
+    double r[MAX_SHAPES], rr[MAX_SHAPES];
     int idx[MAX_SHAPES], n = 0, unmeasured = 0;
     for (int i = 0; i < ns; ++i) {
       /* Pointers that are never dereferenced, 256-byte aligned plus the
@@ -341,6 +347,19 @@ int main(int argc, char **argv)
                chose == KT_OK ? ch.variant : kt_strerror(chose), vpath);
         continue;
       }
+      /* --race: the fastest, by the sweep, of the candidates that on-line
+       * tuning would race (the dispatched variant where the model does
+       * not decide the call). */
+      double race_ms = ms;
+      int cand[KT_RACE_MAX];
+      const int nc =
+          race ? kt_matmul_race_candidates(ctx, s[i].m, s[i].n, s[i].k, B, s[i].ldb, C, s[i].ldc, race, cand) : 0;
+      for (int j = 0; j < nc; ++j) {
+        const double x = time_of(t, nt, &s[i], kt_registry[cand[j]].name);
+        if (x > 0 && x < race_ms)
+          race_ms = x;
+      }
+      rr[n] = fmin(1.0, best / race_ms);
       r[n] = fmin(1.0, best / ms);
       idx[n++] = i;
       if (verbose)
@@ -365,7 +384,7 @@ int main(int argc, char **argv)
           snprintf(worst + w, sizeof worst - (size_t)w, "%s%s %.2f", i ? ", " : "", s[idx[order[i]]].name, r[order[i]]);
     for (int i = 0; i < n; ++i)
       if (nall < (int)(sizeof all / sizeof all[0]))
-        all[nall++] = r[i];
+        all_race[nall] = rr[i], all[nall++] = r[i];
       else if (i == 0)
         fprintf(stderr, "replay_dispatch: the last line counts the first %d calls only\n", nall);
     double gm, p10, mn;
@@ -378,9 +397,21 @@ int main(int argc, char **argv)
       mean_of_means += gm;
       ++suites;
     }
+    if (race && n) {
+      double rg, rp, rm;
+      summary(rr, n, &rg, &rp, &rm);
+      printf("%-60s %3d shapes  race of %d/oracle %.4f / %.3f / %.3f\n", path, n, race, rg, rp, rm);
+      race_mean_of_means += rg;
+    }
   }
   double gm, p10, mn;
   summary(all, nall, &gm, &p10, &mn);
+  if (race) {
+    double rg, rp, rm;
+    summary(all_race, nall, &rg, &rp, &rm);
+    printf("all %d suites, %d shapes: race of %d/oracle %.4f / %.3f / %.3f; mean of the suites' geometric means %.4f\n",
+           suites, nall, race, rg, rp, rm, suites ? race_mean_of_means / suites : NAN);
+  }
   printf("all %d suites, %d shapes: dispatch/oracle %.4f / %.3f / %.3f; mean of the suites' geometric means %.4f\n",
          suites, nall, gm, p10, mn, suites ? mean_of_means / suites : NAN);
   kt_close(ctx);
