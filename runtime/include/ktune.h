@@ -213,16 +213,16 @@ KT_API int kt_tuned_count(const kt_context *ctx);
 
 /* On-line tuning of kt_matmul (FP32, op N, N), off by default.  With
  * `candidates` from 2 to 8, the first calls of a shape that the database
- * has not tuned run the dispatch model's best picks (up to `candidates`,
- * of the kernel kinds predicted within 1.25x of its first, then its next
- * best) in turn, each timed three
- * times with CUDA events on the call's stream (read by later calls, never
- * waited on; a call being captured into a graph is not timed), and the
- * fastest then serves the shape for the rest of the context's life.  Every
- * candidate is a tuned variant, checked before it was ranked, that serves
- * the call: results stay within the documented bound whichever runs.
- * 0 stops racing.  kt_open starts it from $KTUNE_ONLINE: off (the
- * default), on (4 candidates) or 2..8.  kt_matmul_choice reports a race.
+ * has not tuned run, in turn, up to that many of the dispatch model's picks
+ * predicted within 1.25x of its first (its pick, the best of each other
+ * kernel kind, then its next best), each timed three times with CUDA
+ * events on the call's stream (read by later calls, never waited on; a
+ * call being captured into a graph is not timed), and the fastest then
+ * serves the shape for the rest of the context's life.  Every candidate
+ * is a tuned variant, checked before it was ranked, that serves the call:
+ * results stay within the documented bound whichever runs.  0 stops
+ * racing.  kt_open starts it from $KTUNE_ONLINE: off (the default), on (4
+ * candidates) or 2..8.  kt_matmul_choice reports a race.
  * KT_ERR_BAD_OPTION for any other count.  Thread-safe. */
 KT_API int kt_online(kt_context *ctx, int candidates);
 
