@@ -867,15 +867,16 @@ static int race_candidates(const top_list *t, int n, int *variant, double *ms)
 }
 
 /* The race's pick for a call the model decides (kt_race_begin), its race
- * started from the model's best predictions if it has none; NULL where
- * there is no race to join (the table is full, or no prediction), and the
- * model decides alone. */
+ * started from the model's best predictions if it has none (*started set);
+ * NULL where there is no race to join (the table is full, or no
+ * prediction), and the model decides alone. */
 static const kt_variant *race_pick(kt_race *r, const model *m, const kt_device_info *d, long long M, long long N,
                                    long long K, int wide, int scalar_rows, const matmul_call *call, uint64_t key,
-                                   kt_race_pick *p)
+                                   kt_race_pick *p, int *started)
 {
   int st = kt_race_begin(r, key, p);
   if (st == KT_RACE_UNKNOWN) {
+    *started = 1;
     top_list top = {.n = kt_race_candidates(r)};
     int variant[KT_RACE_MAX];
     double ms[KT_RACE_MAX];
@@ -888,6 +889,7 @@ static const kt_variant *race_pick(kt_race *r, const model *m, const kt_device_i
   const kt_variant *v = p->variant >= 0 && p->variant < kt_registry_count ? &kt_registry[p->variant] : NULL;
   if (!v || !serves_call_staged(v, d, call)) { /* not for this call after all: its sample is lost */
     kt_race_end(r, p, 0);
+    memset(p, 0, sizeof *p);
     p->slot = -1;
     return NULL;
   }
@@ -919,8 +921,8 @@ static const kt_variant *race_report(const kt_race_pick *p, const kt_tuned *t, k
              p->first_predicted);
   else
     snprintf(out->reason, sizeof out->reason,
-             "on-line: racing %d candidates (%d of %d times taken); the model's pick (%.4g ms) until then", p->n,
-             p->samples, p->n * KT_RACE_SAMPLES, p->first_predicted);
+             "on-line: racing %d candidates, run in turn (%d of %d times taken); named: the model's pick (%.4g ms)",
+             p->n, p->samples, p->n * KT_RACE_SAMPLES, p->first_predicted);
   return v;
 }
 
@@ -966,22 +968,41 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
     note_miss(c, t, M, N, K);
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
   }
-  /* The shape has no tuned entry: the model decides, or on-line tuning's
-   * race once it has (remembered in the cache either way). */
-  note_miss(c, t, M, N, K);
+  /* The shape has no tuned entry: the model decides, and its decision is
+   * remembered; with on-line tuning on, the shape's race decides (race_pick)
+   * and only its winner is remembered.  A call being captured into a graph
+   * is not raced: it takes a decided winner, else the model's pick for
+   * itself alone, so that the calls after the capture still race.  Misses
+   * are noted where the model decides or a race starts (once a shape, as
+   * without racing). */
   kt_race *r = kt_context_race(c);
   const kt_variant *v = NULL;
   kt_race_pick p;
+  int remember = 1;
   if (r && out && kt_race_peek(r, key, &p) != KT_RACE_UNKNOWN && (v = race_report(&p, t, out)))
     return v;
-  if (r && pick && kt_context_may_time(c, stream) &&
-      (v = race_pick(r, m, d, M, N, K, wide, scalar_rows, call, key, pick))) {
-    if (!pick->decided)
-      return v; /* racing: remembered once decided */
-  } else
+  if (r && pick) {
+    if (kt_context_may_time(c, stream)) {
+      int started = 0;
+      v = race_pick(r, m, d, M, N, K, wide, scalar_rows, call, key, pick, &started);
+      if (started)
+        note_miss(c, t, M, N, K);
+      if (v && !pick->decided)
+        return v;
+    } else if (kt_race_peek(r, key, &p) == KT_RACE_DECIDED && p.variant >= 0 && p.variant < kt_registry_count &&
+               serves_call_staged(&kt_registry[p.variant], d, call))
+      v = &kt_registry[p.variant];
+    else
+      remember = 0;
+  }
+  if (!v) {
+    note_miss(c, t, M, N, K);
     v = predict(m, d, M, N, K, wide, scalar_rows, call, out, NULL);
+  }
   if (!v)
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
+  if (!remember)
+    return v;
   __atomic_store_n(&m->cache[slot].key, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&m->cache[slot].variant, (int)(v - kt_registry), __ATOMIC_RELAXED);
   __atomic_store_n(&m->cache[slot].key, key, __ATOMIC_RELEASE);
@@ -1070,5 +1091,15 @@ int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const
     return KT_ERR_NO_VARIANT;
   const kt_device_info *d = kt_context_device(c);
   kt_matmul_args a = {(int)M, (int)N, (int)K, alpha, beta, A, B, C, lda, ldb, ldc, d->sm_count, kt_context_pool(c)};
-  return pick.slot >= 0 ? kt_context_launch_raced(c, v, &a, stream, &pick) : kt_context_launch(c, v, &a, stream);
+  rc = pick.slot >= 0 ? kt_context_launch_raced(c, v, &a, stream, &pick) : kt_context_launch(c, v, &a, stream);
+  /* A race's candidate (or winner) that fails to launch where the model's
+   * pick might have run (a cluster the GPU's slice cannot place): with
+   * beta 0 the model's pick runs instead, C being written whole whatever
+   * the failed launch left in it (a launcher that stages B a panel at a
+   * time writes C before its last launch); else the call fails, as any
+   * failed launch does. */
+  if (rc == KT_ERR_LAUNCH && beta == 0.0f && pick.n > 0 && pick.first >= 0 && pick.first < kt_registry_count &&
+      &kt_registry[pick.first] != v && serves_call_staged(&kt_registry[pick.first], d, &call))
+    rc = kt_context_launch(c, &kt_registry[pick.first], &a, stream);
+  return rc;
 }

@@ -18,8 +18,9 @@
  *   nothing here synchronises the stream;
  * - a call on a stream being captured into a graph is not timed;
  * - a sample that cannot be timed (no events, a failed record or query) is
- *   dropped, a candidate that loses two is dropped, and with none timed
- *   the model's pick wins: racing never fails a call.
+ *   dropped, a candidate that loses two is dropped (and cannot win), and
+ *   with none timed the model's pick wins; a candidate that fails to launch
+ *   is replaced by the model's pick where beta is 0 (kt_matmul).
  * What it costs: two event records on each of the first candidates x
  * KT_RACE_SAMPLES calls of a shape, which run the candidates rather than
  * the model's pick; a table of KT_RACE_SHAPES shapes per context (when it
@@ -39,6 +40,8 @@
 #include "kt_internal.h"
 
 typedef enum { SLOT_FREE = 0, SLOT_RESERVED, SLOT_FLYING } slot_state;
+
+#define KT_RACE_USED (KT_RACE_SHAPES * 3 / 4) /* entries a table takes: its probes stay short */
 
 typedef struct race_slot {
   int state; /* slot_state: a reserved slot's events are not recorded yet, and are never queried */
@@ -70,32 +73,37 @@ struct kt_race {
  * cudaStreamCaptureModeGlobal forbids to every thread (the capture would be
  * invalidated): on-line tuning's own are made in relaxed mode, which they
  * are safe in (they touch no capturing stream). */
-static enum cudaStreamCaptureMode relaxed(void)
+typedef struct capture_mode {
+  enum cudaStreamCaptureMode was;
+  int set;
+} capture_mode;
+
+static capture_mode relaxed(void)
 {
-  enum cudaStreamCaptureMode m = cudaStreamCaptureModeRelaxed;
-  if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess) {
+  capture_mode m = {cudaStreamCaptureModeRelaxed, 1};
+  if (cudaThreadExchangeStreamCaptureMode(&m.was) != cudaSuccess) {
     cudaGetLastError();
-    return cudaStreamCaptureModeRelaxed;
+    m.set = 0; /* the thread's mode stays as it was */
   }
   return m;
 }
 
-static void restore(enum cudaStreamCaptureMode m)
+static void restore(capture_mode m)
 {
-  if (cudaThreadExchangeStreamCaptureMode(&m) != cudaSuccess)
+  if (m.set && cudaThreadExchangeStreamCaptureMode(&m.was) != cudaSuccess)
     cudaGetLastError();
 }
 
 static int cuda_create(void *user, void **start, void **stop)
 {
   (void)user;
-  const enum cudaStreamCaptureMode m = relaxed();
+  const capture_mode m = relaxed();
   cudaEvent_t a = NULL, b = NULL;
   int rc = 0;
   if (cudaEventCreate(&a) != cudaSuccess || cudaEventCreate(&b) != cudaSuccess) {
     cudaGetLastError();
-    if (a)
-      cudaEventDestroy(a);
+    if (a && cudaEventDestroy(a) != cudaSuccess)
+      cudaGetLastError();
     rc = -1;
   } else
     *start = a, *stop = b;
@@ -106,7 +114,7 @@ static int cuda_create(void *user, void **start, void **stop)
 static int cuda_query(void *user, void *start, void *stop, float *ms)
 {
   (void)user;
-  const enum cudaStreamCaptureMode m = relaxed();
+  const capture_mode m = relaxed();
   const cudaError_t e = cudaEventQuery((cudaEvent_t)stop);
   int rc = 1;
   if (e == cudaErrorNotReady)
@@ -122,11 +130,11 @@ static int cuda_query(void *user, void *start, void *stop, float *ms)
 static void cuda_destroy(void *user, void *start, void *stop)
 {
   (void)user;
-  const enum cudaStreamCaptureMode m = relaxed();
-  if (start)
-    cudaEventDestroy((cudaEvent_t)start);
-  if (stop)
-    cudaEventDestroy((cudaEvent_t)stop);
+  const capture_mode m = relaxed();
+  if (start && cudaEventDestroy((cudaEvent_t)start) != cudaSuccess)
+    cudaGetLastError();
+  if (stop && cudaEventDestroy((cudaEvent_t)stop) != cudaSuccess)
+    cudaGetLastError();
   restore(m);
 }
 
@@ -243,11 +251,12 @@ static void harvest(kt_race *r, race_entry *e)
   for (int s = 0; s < KT_RACE_SLOTS; ++s)
     if (e->slot[s].state != SLOT_FREE)
       return;
+  /* The least time of a candidate not dropped; none timed: the model's pick. */
   int w = 0;
   for (int c = 1; c < e->n; ++c)
-    if (e->best[c] < e->best[w])
+    if (e->lost[c] < 2 && (e->lost[w] >= 2 || e->best[c] < e->best[w]))
       w = c;
-  e->winner = w; /* all lost: best[] all INFINITY, and the model's pick (0) wins */
+  e->winner = e->lost[w] < 2 && e->best[w] < INFINITY ? w : 0;
   drop_events(r, e);
 }
 
@@ -308,9 +317,9 @@ int kt_race_begin(kt_race *r, uint64_t key, kt_race_pick *p)
   race_entry *e = find(r, key);
   int st = KT_RACE_UNKNOWN;
   if (!r->e || (e && e->key == 0))
-    st = KT_RACE_UNKNOWN;
+    st = r->used < KT_RACE_USED ? KT_RACE_UNKNOWN : KT_RACE_OFF; /* full: no new race */
   else if (!e)
-    st = KT_RACE_OFF; /* full */
+    st = KT_RACE_OFF;
   else {
     harvest(r, e);
     pick(e, p);
@@ -346,7 +355,7 @@ int kt_race_add(kt_race *r, uint64_t key, int n, const int *variant, const doubl
     r->e = calloc(KT_RACE_SHAPES, sizeof *r->e);
   race_entry *e = find(r, key);
   int st = KT_RACE_OFF;
-  if (e && e->key == 0 && r->used < KT_RACE_SHAPES * 3 / 4) { /* open addressing stays short */
+  if (e && e->key == 0 && r->used < KT_RACE_USED) {
     memset(e, 0, sizeof *e);
     e->key = key;
     e->n = n;

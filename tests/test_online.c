@@ -210,6 +210,27 @@ Test(online, a_candidate_that_loses_two_samples_is_dropped)
   kt_race_free(r);
 }
 
+/* Fast once, then lost twice: dropped, and no winner on its one time. */
+static float fast_then_lost(int variant, int sample)
+{
+  (void)sample;
+  static int seen42;
+  if (variant == 42)
+    return seen42++ == 0 ? 0.1f : -1.0f;
+  return variant == 41 ? 3.0f : 2.5f;
+}
+
+Test(online, a_dropped_candidate_cannot_win)
+{
+  fake_timer f;
+  kt_race *r = race_with(&f, 3);
+  int v, calls = 0;
+  while (call(r, 3, fast_then_lost, &v, 1) == KT_RACE_RACING)
+    cr_assert_lt(++calls, 20);
+  cr_expect_eq(v, 40, "the winner is %d", v);
+  kt_race_free(r);
+}
+
 static float lose_all(int variant, int sample)
 {
   (void)variant, (void)sample;
@@ -275,6 +296,7 @@ Test(online, off_races_nothing_and_a_full_table_leaves_shapes_to_the_model)
   for (uint64_t k = 1; k <= KT_RACE_SHAPES; ++k)
     added += kt_race_add(r, k * 7919, 1, VARIANTS, PREDICTED, &p) == KT_RACE_DECIDED;
   cr_expect_eq(added, KT_RACE_SHAPES * 3 / 4, "%d shapes raced", added);
+  cr_expect_eq(kt_race_begin(r, 999983ull * 65537, &p), KT_RACE_OFF, "a new shape is not asked for its candidates");
   cr_expect_eq(kt_race_add(r, 999983ull * 65537, 2, VARIANTS, PREDICTED, &p), KT_RACE_OFF);
   /* The shapes already in keep their winners. */
   cr_expect_eq(kt_race_begin(r, 7919, &p), KT_RACE_DECIDED);
