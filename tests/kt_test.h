@@ -198,6 +198,21 @@ static inline kt_device_info kt_test_device(const char *name, int cc, int cluste
   return d;
 }
 
+/* A context on the test device "Test GPU" (sm_90) whose user database,
+ * none.db in the test's folder (made by kt_test_mkdir), does not exist. */
+static inline kt_context *kt_test_open_no_db(void)
+{
+  kt_test_mkdir();
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "none.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_options o = kt_default_options();
+  o.db_path = path;
+  kt_context *ctx = NULL;
+  cr_assert_eq(kt_open_described(&ctx, &dev, &o), KT_OK);
+  return ctx;
+}
+
 /* ---- the registry, by property ------------------------------------------ */
 
 typedef int (*kt_test_pred)(const kt_variant *v);

@@ -13,14 +13,7 @@ static kt_context *ctx;
 /* A context on a described device with no tuning database. */
 static void setup(void)
 {
-  kt_test_mkdir();
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "none.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  kt_options o = kt_default_options();
-  o.db_path = path;
-  ctx = NULL;
-  cr_assert_eq(kt_open_described(&ctx, &dev, &o), KT_OK);
+  ctx = kt_test_open_no_db();
 }
 
 static void teardown(void)

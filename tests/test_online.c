@@ -95,6 +95,22 @@ static int call(kt_race *r, int n, times_fn times, int *variant, int complete)
   return st;
 }
 
+/* Calls until the race is no longer racing (at most 20); the last call's
+ * variant (the winner, once decided), and how often each of variants 40 to
+ * 43 ran while racing (ran: NULL or 4 counts). */
+static int race_to_end(kt_race *r, int n, times_fn times, int *ran)
+{
+  int v = -1, calls = 0, st;
+  while ((st = call(r, n, times, &v, 1)) == KT_RACE_RACING) {
+    cr_assert(v >= 40 && v <= 43, "ran %d, not a candidate", v);
+    if (ran)
+      ran[v - 40]++;
+    cr_assert_lt(++calls, 20, "the race does not end");
+  }
+  cr_expect_eq(st, KT_RACE_DECIDED);
+  return v;
+}
+
 static float by_variant(int variant, int sample)
 {
   (void)sample;
@@ -105,13 +121,7 @@ Test(online, every_candidate_is_timed_three_times_and_the_fastest_wins)
 {
   fake_timer f;
   kt_race *r = race_with(&f, 3);
-  int ran[3] = {0}, v = -1, calls = 0, st;
-  while ((st = call(r, 3, by_variant, &v, 1)) == KT_RACE_RACING) {
-    cr_assert(v >= 40 && v <= 42, "ran %d, not a candidate", v);
-    ran[v - 40]++;
-    cr_assert_lt(++calls, 20, "the race does not end");
-  }
-  cr_expect_eq(st, KT_RACE_DECIDED);
+  int ran[4] = {0}, v = race_to_end(r, 3, by_variant, ran);
   cr_expect_eq(v, 41, "the winner is the fastest candidate, not %d", v);
   for (int c = 0; c < 3; ++c)
     cr_expect_eq(ran[c], KT_RACE_SAMPLES, "candidate %d ran %d times", c, ran[c]);
@@ -144,10 +154,7 @@ Test(online, the_least_of_a_candidates_times_counts)
 {
   fake_timer f;
   kt_race *r = race_with(&f, 2);
-  int v, calls = 0;
-  while (call(r, 2, outlier, &v, 1) == KT_RACE_RACING)
-    cr_assert_lt(++calls, 20);
-  cr_expect_eq(v, 40);
+  cr_expect_eq(race_to_end(r, 2, outlier, NULL), 40);
   kt_race_free(r);
 }
 
@@ -200,13 +207,9 @@ Test(online, a_candidate_that_loses_two_samples_is_dropped)
 {
   fake_timer f;
   kt_race *r = race_with(&f, 3);
-  int v, calls = 0, ran42 = 0;
-  while (call(r, 3, lose_42, &v, 1) == KT_RACE_RACING) {
-    ran42 += v == 42;
-    cr_assert_lt(++calls, 20);
-  }
-  cr_expect_eq(ran42, 2, "the losing candidate ran %d times", ran42);
-  cr_expect_eq(v, 40);
+  int ran[4] = {0};
+  cr_expect_eq(race_to_end(r, 3, lose_42, ran), 40);
+  cr_expect_eq(ran[2], 2, "the losing candidate ran %d times", ran[2]);
   kt_race_free(r);
 }
 
@@ -224,9 +227,7 @@ Test(online, a_dropped_candidate_cannot_win)
 {
   fake_timer f;
   kt_race *r = race_with(&f, 3);
-  int v, calls = 0;
-  while (call(r, 3, fast_then_lost, &v, 1) == KT_RACE_RACING)
-    cr_assert_lt(++calls, 20);
+  const int v = race_to_end(r, 3, fast_then_lost, NULL);
   cr_expect_eq(v, 40, "the winner is %d", v);
   kt_race_free(r);
 }
@@ -241,10 +242,7 @@ Test(online, with_no_time_taken_the_models_pick_wins)
 {
   fake_timer f;
   kt_race *r = race_with(&f, 4);
-  int v, calls = 0;
-  while (call(r, 4, lose_all, &v, 1) == KT_RACE_RACING)
-    cr_assert_lt(++calls, 20);
-  cr_expect_eq(v, 40);
+  cr_expect_eq(race_to_end(r, 4, lose_all, NULL), 40);
   kt_race_pick p;
   cr_assert_eq(kt_race_peek(r, KEY, &p), KT_RACE_DECIDED);
   cr_expect(isinf(p.ms));
@@ -321,14 +319,7 @@ Test(online, ktune_online_values)
 
 Test(online, kt_online_checks_its_arguments)
 {
-  kt_test_mkdir();
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "none.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  kt_options o = kt_default_options();
-  o.db_path = path;
-  kt_context *ctx = NULL;
-  cr_assert_eq(kt_open_described(&ctx, &dev, &o), KT_OK);
+  kt_context *ctx = kt_test_open_no_db();
   cr_expect_eq(kt_online(NULL, 4), KT_ERR_BAD_CONTEXT);
   cr_expect_eq(kt_online(ctx, 1), KT_ERR_BAD_OPTION);
   cr_expect_eq(kt_online(ctx, KT_RACE_MAX + 1), KT_ERR_BAD_OPTION);
