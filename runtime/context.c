@@ -7,7 +7,8 @@
  * winners, loaded once), so calls on one context from several threads need
  * no lock beyond the check that the context is open.  (A family's decision
  * cache inside it is written with atomics, and any torn entry is checked;
- * the misses table (misses.c) takes care of itself.)
+ * the misses table (misses.c) and on-line tuning's races (online.c) take
+ * care of themselves.)
  *
  * kt_close keeps the context's misses beside the user database (misses.c
  * has the format), and nowhere else: not without a user database path, not
