@@ -978,12 +978,11 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
   kt_race *r = kt_context_race(c);
   const kt_variant *v = NULL;
   kt_race_pick p;
-  int remember = 1;
+  int remember = 1, started = 0;
   if (r && out && kt_race_peek(r, key, &p) != KT_RACE_UNKNOWN && (v = race_report(&p, t, out)))
     return v;
   if (r && pick) {
     if (kt_context_may_time(c, stream)) {
-      int started = 0;
       v = race_pick(r, m, d, M, N, K, wide, scalar_rows, call, key, pick, &started);
       if (started)
         note_miss(c, t, M, N, K);
@@ -996,7 +995,8 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
       remember = 0;
   }
   if (!v) {
-    note_miss(c, t, M, N, K);
+    if (!started)
+      note_miss(c, t, M, N, K);
     v = predict(m, d, M, N, K, wide, scalar_rows, call, out, NULL);
   }
   if (!v)
