@@ -74,7 +74,7 @@ void kt_dispatch_prepare(kt_tuned *t)
     ops->prepare(t);
 }
 
-static void fill_choice(kt_choice *out, const kt_variant *v, const kt_tuned *t, const char *why)
+void kt_dispatch_fill_choice(kt_choice *out, const kt_variant *v, const kt_tuned *t, const char *why)
 {
   memset(out, 0, sizeof *out);
   snprintf(out->variant, sizeof out->variant, "%s", v->name);
@@ -109,7 +109,7 @@ const kt_variant *kt_dispatch_choose(const kt_device_info *d, kt_family f, const
         if (out) {
           snprintf(why, sizeof why, "tuned: rank %d at the nearest tuned problem %s%s", i + 1, t->key,
                    i ? " (faster ones cannot serve this call)" : "");
-          fill_choice(out, t->ranked[i], t, why);
+          kt_dispatch_fill_choice(out, t->ranked[i], t, why);
         }
         return t->ranked[i];
       }
@@ -119,7 +119,7 @@ const kt_variant *kt_dispatch_choose(const kt_device_info *d, kt_family f, const
     snprintf(why, sizeof why, "default: %s",
              t ? "no tuned variant of the nearest problem can serve this call"
                : "no tuned problem for this device in the database");
-    fill_choice(out, v, NULL, why);
+    kt_dispatch_fill_choice(out, v, NULL, why);
   }
   return v;
 }

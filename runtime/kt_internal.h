@@ -363,6 +363,9 @@ typedef int (*kt_serves_fn)(const kt_variant *v, const kt_device_info *d, const 
  * no variant can serve the call. */
 KT_INTERNAL const kt_variant *kt_dispatch_choose(const kt_device_info *d, kt_family f, const kt_tuned *t,
                                                  kt_serves_fn serves, const void *call, kt_choice *out);
+/* *out for variant v chosen from tuned problem t (NULL: untuned), why as
+ * its reason. */
+KT_INTERNAL void kt_dispatch_fill_choice(kt_choice *out, const kt_variant *v, const kt_tuned *t, const char *why);
 
 /* ---- misses.c: problems served without a tuned entry of their own ------- */
 

@@ -689,9 +689,6 @@ static uint64_t cache_key(long long M, long long N, long long K, int align_class
   return h | 1; /* never 0, the empty key */
 }
 
-/* The predicted best variant that serves the call, B staged where a
- * variant must (priced by stage_ms), C's stores bound by its scalar_rows
- * of every 4 (scalar_rows_of_4), or NULL; out gets why. */
 /* The best predictions, for on-line tuning: up to n variants (registry
  * indices, fastest first) with their predicted times, and the best of
  * each kernel kind (the variants' algo: warp tiles, few-column, ...). */
@@ -723,6 +720,10 @@ static void top_add(top_list *t, const kt_variant *v, double ms)
   t->variant[i] = variant, t->ms[i] = ms;
 }
 
+/* The predicted best variant that serves the call, B staged where a
+ * variant must (priced by stage_ms), C's stores bound by its scalar_rows
+ * of every 4 (scalar_rows_of_4), or NULL; out gets why, top (when not
+ * NULL) the best predictions. */
 static const kt_variant *predict(const model *m, const kt_device_info *d, long long M, long long N, long long K,
                                  int wide, int scalar_rows, const matmul_call *call, kt_choice *out, top_list *top)
 {
@@ -798,12 +799,7 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
                     best_stage);
     if (second && k > 0 && (size_t)k < sizeof why)
       snprintf(why + k, sizeof why - (size_t)k, "; next %s at %.4g ms", second->name, second_ms);
-    memset(out, 0, sizeof *out);
-    snprintf(out->variant, sizeof out->variant, "%s", best->name);
-    out->tuned = 1;
-    snprintf(out->matched, sizeof out->matched, "%s", m->prob[near].key);
-    snprintf(out->reason, sizeof out->reason, "%s", why);
-    snprintf(out->source, sizeof out->source, "%s", m->prob[near].source ? m->prob[near].source : "");
+    kt_dispatch_fill_choice(out, best, &m->prob[near], why);
   }
   if (w != stack_w)
     free(w);
@@ -902,33 +898,38 @@ static const kt_variant *race_report(const kt_race_pick *p, const kt_tuned *t, k
   const int i = p->decided ? p->variant : p->first;
   if (i < 0 || i >= kt_registry_count)
     return NULL;
-  const kt_variant *v = &kt_registry[i];
-  memset(out, 0, sizeof *out);
-  snprintf(out->variant, sizeof out->variant, "%s", v->name);
-  out->tuned = 1;
-  snprintf(out->matched, sizeof out->matched, "%s", t->key);
-  snprintf(out->source, sizeof out->source, "%s", t->source ? t->source : "");
+  char why[sizeof out->reason];
   if (p->n == 1)
-    snprintf(out->reason, sizeof out->reason,
+    snprintf(why, sizeof why,
              "on-line: no race, no other candidate predicted within %.2fx of the model's pick (%.4g ms)", RACE_MARGIN,
              p->first_predicted);
   else if (p->decided && p->ms < INFINITY)
-    snprintf(out->reason, sizeof out->reason,
+    snprintf(why, sizeof why,
              "on-line: the fastest of %d candidates timed here (%.4g ms; predicted %.4g ms); the model's pick %s", p->n,
              p->ms, p->predicted, kt_registry[p->first].name);
   else if (p->decided)
-    snprintf(out->reason, sizeof out->reason, "on-line: no candidate could be timed; the model's pick (%.4g ms)",
-             p->first_predicted);
+    snprintf(why, sizeof why, "on-line: no candidate could be timed; the model's pick (%.4g ms)", p->first_predicted);
   else
-    snprintf(out->reason, sizeof out->reason,
+    snprintf(why, sizeof why,
              "on-line: racing %d candidates, run in turn (%d of %d times taken); named: the model's pick (%.4g ms)",
              p->n, p->samples, p->n * KT_RACE_SAMPLES, p->first_predicted);
-  return v;
+  kt_dispatch_fill_choice(out, &kt_registry[i], t, why);
+  return &kt_registry[i];
 }
 
 /* The variant for a call; with pick (kt_matmul, on-line tuning on and the
  * stream not being captured), a race may choose it, and pick says how to
  * time it. */
+/* At a tuned shape t, what was measured there is the answer, where the
+ * measured variants read this B as they were timed: in place, or the
+ * shape's rows were unaligned (only variants that read any B were timed).
+ * A B that float4 variants would stage is left to the model, which prices
+ * the staging. */
+static int measured_here(const kt_tuned *t, long long M, long long N, long long K, int in_place)
+{
+  return t && t->problem.m == M && t->problem.n == N && t->problem.k == K && (in_place || t->problem.n % 4 != 0);
+}
+
 static const kt_variant *choose(const kt_context *c, long long M, long long N, long long K, const matmul_call *call,
                                 kt_choice *out, kt_stream stream, kt_race_pick *pick)
 {
@@ -957,12 +958,7 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
       return &kt_registry[i];
   }
   const kt_tuned *t = kt_matmul_nearest(tuned, nt, M, N, K);
-  /* At a tuned shape, what was measured there is the answer, where the
-   * measured variants read this B as they were timed: in place, or the
-   * shape's rows were unaligned (only variants that read any B were timed).
-   * A B that float4 variants would stage is left to the model, which
-   * prices the staging. */
-  if (t && t->problem.m == M && t->problem.n == N && t->problem.k == K && (in_place || t->problem.n % 4 != 0))
+  if (measured_here(t, M, N, K, in_place))
     return kt_dispatch_choose(d, KT_FAMILY_MATMUL, t, serves_call, call, out);
   if (!t || !m) {
     note_miss(c, t, M, N, K);
@@ -1018,8 +1014,7 @@ int kt_matmul_race_candidates(const kt_context *c, long long M, long long N, lon
   const kt_tuned *t = kt_matmul_nearest(tuned, nt, M, N, K);
   const matmul_call call = {B, C, ldb, ldc, M, N, K};
   const int in_place = kt_matmul_b_in_place(B, ldb);
-  if (!m || !t || n < 1 ||
-      (t->problem.m == M && t->problem.n == N && t->problem.k == K && (in_place || t->problem.n % 4 != 0)))
+  if (!m || !t || n < 1 || measured_here(t, M, N, K, in_place))
     return 0; /* as choose(): the model does not decide this call */
   top_list top = {.n = n < KT_RACE_MAX ? n : KT_RACE_MAX};
   double ms[KT_RACE_MAX];
