@@ -309,22 +309,25 @@ static void pick(race_entry *e, kt_race_pick *p)
   p->entry = e;
 }
 
+/* A call joins e's race: its samples taken, its pick made; the state. */
+static int join(kt_race *r, race_entry *e, kt_race_pick *p)
+{
+  harvest(r, e);
+  pick(e, p);
+  return e->winner >= 0 ? KT_RACE_DECIDED : KT_RACE_RACING;
+}
+
 int kt_race_begin(kt_race *r, uint64_t key, kt_race_pick *p)
 {
   if (!kt_race_candidates(r))
     return KT_RACE_OFF;
   pthread_mutex_lock(&r->lock);
   race_entry *e = find(r, key);
-  int st = KT_RACE_UNKNOWN;
+  int st;
   if (!r->e || (e && e->key == 0))
     st = r->used < KT_RACE_USED ? KT_RACE_UNKNOWN : KT_RACE_OFF; /* full: no new race */
-  else if (!e)
-    st = KT_RACE_OFF;
-  else {
-    harvest(r, e);
-    pick(e, p);
-    st = e->winner >= 0 ? KT_RACE_DECIDED : KT_RACE_RACING;
-  }
+  else
+    st = e ? join(r, e, p) : KT_RACE_OFF;
   pthread_mutex_unlock(&r->lock);
   return st;
 }
@@ -367,11 +370,8 @@ int kt_race_add(kt_race *r, uint64_t key, int n, const int *variant, const doubl
     }
     r->used++;
   }
-  if (e && e->key == key) { /* ours, or another thread's of the same shape */
-    harvest(r, e);
-    pick(e, p);
-    st = e->winner >= 0 ? KT_RACE_DECIDED : KT_RACE_RACING;
-  }
+  if (e && e->key == key) /* ours, or another thread's of the same shape */
+    st = join(r, e, p);
   pthread_mutex_unlock(&r->lock);
   return st;
 }
