@@ -329,28 +329,48 @@ int kt_context_device_pointer(kt_context *c, const void *p)
 
 /* ---- launching ------------------------------------------------------- */
 
-int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream)
+/* v's launch on the context's device; where p holds a race's sample slot
+ * (online.c), timed by its events, made and recorded with that device
+ * current, and handed back to the race either way (a failed record, not
+ * sticky, only costs the sample). */
+static int launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream, kt_race_pick *p)
 {
-  if (c->described)
-    return KT_ERR_NO_DEVICE;
+  const int timing = p && p->slot >= 0;
   int prev = -1;
-  if (cudaGetDevice(&prev) != cudaSuccess) {
-    cudaGetLastError();
-    return KT_ERR_CUDA;
+  if (c->described || cudaGetDevice(&prev) != cudaSuccess ||
+      (prev != c->dev.ordinal && cudaSetDevice(c->dev.ordinal) != cudaSuccess)) {
+    if (!c->described)
+      cudaGetLastError();
+    if (timing)
+      kt_race_end(c->race, p, 0);
+    return c->described ? KT_ERR_NO_DEVICE : KT_ERR_CUDA;
   }
-  if (prev != c->dev.ordinal && cudaSetDevice(c->dev.ordinal) != cudaSuccess) {
-    cudaGetLastError();
-    return KT_ERR_CUDA;
+  int timed = 0;
+  if (timing && kt_race_events(c->race, p) == 0) {
+    timed = cudaEventRecord((cudaEvent_t)p->start, (cudaStream_t)stream) == cudaSuccess;
+    if (!timed)
+      cudaGetLastError();
   }
-  int e = v->launch(args, (cudaStream_t)stream);
-  if (prev != c->dev.ordinal)
-    cudaSetDevice(prev);
+  const int e = v->launch(args, (cudaStream_t)stream);
+  int rc = KT_OK;
   if (e != cudaSuccess) {
     cudaGetLastError();
     logf_((void *)c, KT_LOG_ERROR, "ktune: %s: %s", v->name, cudaGetErrorString((cudaError_t)e));
-    return KT_ERR_LAUNCH;
+    rc = KT_ERR_LAUNCH, timed = 0;
+  } else if (timed && cudaEventRecord((cudaEvent_t)p->stop, (cudaStream_t)stream) != cudaSuccess) {
+    cudaGetLastError();
+    timed = 0;
   }
-  return KT_OK;
+  if (timing)
+    kt_race_end(c->race, p, timed);
+  if (prev != c->dev.ordinal)
+    cudaSetDevice(prev);
+  return rc;
+}
+
+int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream)
+{
+  return launch(c, v, args, stream, NULL);
 }
 
 kt_race *kt_context_race(const kt_context *c)
@@ -375,34 +395,7 @@ int kt_context_may_time(const kt_context *c, kt_stream stream)
 int kt_context_launch_raced(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream,
                             kt_race_pick *p)
 {
-  if (p->slot < 0)
-    return kt_context_launch(c, v, args, stream);
-  int prev = -1;
-  if (cudaGetDevice(&prev) != cudaSuccess || (prev != c->dev.ordinal && cudaSetDevice(c->dev.ordinal) != cudaSuccess)) {
-    cudaGetLastError();
-    kt_race_end(c->race, p, 0);
-    return KT_ERR_CUDA;
-  }
-  /* Events made, and recorded, with the context's device current; a
-   * failed record (not sticky) only costs the sample. */
-  const int made = kt_race_events(c->race, p) == 0;
-  int timed = made && cudaEventRecord((cudaEvent_t)p->start, (cudaStream_t)stream) == cudaSuccess;
-  if (made && !timed)
-    cudaGetLastError();
-  const int e = v->launch(args, (cudaStream_t)stream);
-  int rc = KT_OK;
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    logf_((void *)c, KT_LOG_ERROR, "ktune: %s: %s", v->name, cudaGetErrorString((cudaError_t)e));
-    rc = KT_ERR_LAUNCH, timed = 0;
-  } else if (timed && cudaEventRecord((cudaEvent_t)p->stop, (cudaStream_t)stream) != cudaSuccess) {
-    cudaGetLastError();
-    timed = 0;
-  }
-  kt_race_end(c->race, p, timed);
-  if (prev != c->dev.ordinal)
-    cudaSetDevice(prev);
-  return rc;
+  return launch(c, v, args, stream, p);
 }
 
 const kt_device_info *kt_context_device(const kt_context *c)
