@@ -968,13 +968,14 @@ static const kt_variant *choose(const kt_context *c, long long M, long long N, l
    * remembered; with on-line tuning on, the shape's race decides (race_pick)
    * and only its winner is remembered.  A call being captured into a graph
    * is not raced: it takes a decided winner, else the model's pick for
-   * itself alone, so that the calls after the capture still race.  Misses
+   * itself alone, so that the calls after the capture still race; so does
+   * a query (kt_matmul_choice, no pick), which launches nothing.  Misses
    * are noted where the model decides or a race starts (once a shape, as
    * without racing). */
   kt_race *r = kt_context_race(c);
   const kt_variant *v = NULL;
   kt_race_pick p;
-  int remember = 1, started = 0;
+  int remember = !r || pick, started = 0;
   if (r && out && kt_race_peek(r, key, &p) != KT_RACE_UNKNOWN && (v = race_report(&p, t, out)))
     return v;
   if (r && pick) {
