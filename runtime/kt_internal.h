@@ -502,8 +502,9 @@ KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, cons
 KT_INTERNAL kt_race *kt_context_race(const kt_context *c);
 /* Whether a call on stream may be timed: not while it is being captured. */
 KT_INTERNAL int kt_context_may_time(const kt_context *c, kt_stream stream);
-/* kt_context_launch of a race's pick p, timed where p holds a slot (and
- * handed back to the race either way). */
+/* kt_context_launch of a race's pick p: where p holds a slot, timed by its
+ * events and handed back to the race whether or not it launched; else
+ * untimed, as kt_context_launch. */
 KT_INTERNAL int kt_context_launch_raced(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream,
                                         kt_race_pick *p);
 

@@ -917,9 +917,6 @@ static const kt_variant *race_report(const kt_race_pick *p, const kt_tuned *t, k
   return &kt_registry[i];
 }
 
-/* The variant for a call; with pick (kt_matmul, on-line tuning on and the
- * stream not being captured), a race may choose it, and pick says how to
- * time it. */
 /* At a tuned shape t, what was measured there is the answer, where the
  * measured variants read this B as they were timed: in place, or the
  * shape's rows were unaligned (only variants that read any B were timed).
@@ -930,6 +927,9 @@ static int measured_here(const kt_tuned *t, long long M, long long N, long long 
   return t && t->problem.m == M && t->problem.n == N && t->problem.k == K && (in_place || t->problem.n % 4 != 0);
 }
 
+/* The variant for a call; with pick (kt_matmul, on-line tuning on and the
+ * stream not being captured), a race may choose it, and pick says how to
+ * time it. */
 static const kt_variant *choose(const kt_context *c, long long M, long long N, long long K, const matmul_call *call,
                                 kt_choice *out, kt_stream stream, kt_race_pick *pick)
 {
@@ -1087,7 +1087,7 @@ int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const
     return KT_ERR_NO_VARIANT;
   const kt_device_info *d = kt_context_device(c);
   kt_matmul_args a = {(int)M, (int)N, (int)K, alpha, beta, A, B, C, lda, ldb, ldc, d->sm_count, kt_context_pool(c)};
-  rc = pick.slot >= 0 ? kt_context_launch_raced(c, v, &a, stream, &pick) : kt_context_launch(c, v, &a, stream);
+  rc = kt_context_launch_raced(c, v, &a, stream, &pick); /* untimed where pick holds no slot */
   /* A race's candidate (or winner) that fails to launch where the model's
    * pick might have run (a cluster the GPU's slice cannot place): with
    * beta 0 the model's pick runs instead, C being written whole whatever
