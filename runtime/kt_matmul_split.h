@@ -13,7 +13,7 @@
 
 /* The split a warp-tiled kernel launches with: of 1 to kt_matmul_splits'
  * chunks (as many as fill KT_MATMUL_SPLIT_WAVES waves of resident blocks,
- * SPLIT at most, each at least KT_MATMUL_MIN_CHUNK_K deep, within
+ * SPLIT at most, each at least KT_MATMUL_SPLIT_MIN_CHUNK_K deep, within
  * KT_MATMUL_MAX_WORKSPACE), the count that finishes first, its cost
  * counted in an SM's multiply-adds:
  * - the busiest SM's blocks: with tiles x chunks blocks over `sm` SMs, the
@@ -53,10 +53,19 @@
 #define KT_MATMUL_SPLIT_BUSY 0.8     /* share of the blocks that fit an SM that keep its last round busy */
 #define KT_MATMUL_SPLIT_FLOAT 64.0   /* an SM's multiply-adds while its share of one workspace float moves */
 #define KT_MATMUL_SPLIT_LAUNCH 2.0e5 /* an SM's multiply-adds in the reduction's launch (about 1 us) */
+/* The least K of a chunk.  At 128 (KT_MATMUL_MIN_CHUNK_K, still the
+ * vector-times-matrix kernel's least) the cap bound where a long K meets
+ * one or two tiles: 24x61x1953 on a 32x64 tile ran 13.7 us in the 15
+ * chunks it allowed, 10.1 in 128 (H100); over 330 pairs of random shape
+ * (M, N to 2048, K 256 to 16384) and split tile, every count forced, the
+ * rule ran 1.198x the best count's time, 1.028x at 16 (H200;
+ * bench/reference/matmul_random/README.md, runs 44 and 45). */
+#define KT_MATMUL_SPLIT_MIN_CHUNK_K 16
 static inline long long kt_matmul_splits_balanced(long long M, long long N, long long K, int BM, int BN, int BK,
                                                   int split, long long sm, int per_sm, long long *k_chunk)
 {
-  const long long most = kt_matmul_splits(M, N, K, BM, BN, BK, split, KT_MATMUL_SPLIT_WAVES * sm * per_sm, k_chunk);
+  const long long most = kt_matmul_splits(M, N, K, BM, BN, BK, split, KT_MATMUL_SPLIT_WAVES * sm * per_sm,
+                                          KT_MATMUL_SPLIT_MIN_CHUNK_K, k_chunk);
   const long long tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), steps = (K + BK - 1) / BK;
   long long best = 1;
   double best_cost = -1.0;

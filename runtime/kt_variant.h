@@ -109,9 +109,10 @@ static inline long long kt_hist_part_buckets(long long nbins, long long smem_opt
 /* Workspace split-K: K is cut into at most `split` chunks of whole BK
  * steps, and no more than it takes for the tiles' blocks to fill `slots`
  * (a number of waves, each the GPU's SMs times the kernel's blocks per
- * SM, that the caller picks), each at least KT_MATMUL_MIN_CHUNK_K
- * long, with a workspace of at most KT_MATMUL_MAX_WORKSPACE bytes of
- * partial tiles.
+ * SM, that the caller picks), each at least min_chunk_k long
+ * (KT_MATMUL_MIN_CHUNK_K for the vector-times-matrix kernel,
+ * KT_MATMUL_SPLIT_MIN_CHUNK_K for the warp tiles), with a workspace of
+ * at most KT_MATMUL_MAX_WORKSPACE bytes of partial tiles.
  * Returns the number of chunks (1: no workspace) and the K of each in
  * *k_chunk (the last may be shorter).  The cap that the launchers'
  * splits (kt_matmul_splits_balanced in kt_matmul_split.h, and
@@ -120,15 +121,15 @@ static inline long long kt_hist_part_buckets(long long nbins, long long smem_opt
 #define KT_MATMUL_MAX_WORKSPACE (256ll << 20)
 #define KT_MATMUL_MIN_CHUNK_K 128
 static inline long long kt_matmul_splits(long long M, long long N, long long K, int BM, int BN, int BK, int split,
-                                         long long slots, long long *k_chunk)
+                                         long long slots, long long min_chunk_k, long long *k_chunk)
 {
   const long long tile_bytes = M * N * 4, steps = (K + BK - 1) / BK;
   const long long tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
   long long splits = split;
   if ((slots + tiles - 1) / tiles < splits)
     splits = (slots + tiles - 1) / tiles;
-  if (K / KT_MATMUL_MIN_CHUNK_K < splits)
-    splits = K / KT_MATMUL_MIN_CHUNK_K;
+  if (K / min_chunk_k < splits)
+    splits = K / min_chunk_k;
   if (KT_MATMUL_MAX_WORKSPACE / tile_bytes < splits)
     splits = KT_MATMUL_MAX_WORKSPACE / tile_bytes;
   if (splits > steps)
@@ -148,7 +149,8 @@ static inline long long kt_matmul_splits_in_wave(long long M, long long N, long 
 {
   const long long tiles = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
   const long long fill = tiles > 0 && slots / tiles > 1 ? slots / tiles : 1;
-  return kt_matmul_splits(M, N, K, BM, BN, BK, fill < split ? (int)fill : split, slots, k_chunk);
+  return kt_matmul_splits(M, N, K, BM, BN, BK, fill < split ? (int)fill : split, slots, KT_MATMUL_MIN_CHUNK_K,
+                          k_chunk);
 }
 
 /* Staging B for the float4 matmul kernels.  A kernel that copies B 16

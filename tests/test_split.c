@@ -19,8 +19,8 @@ static long long chunks_of(long long M, long long N, long long K, int BM, int BN
 }
 
 /* Whatever the count, the chunks are whole BK steps that cover K, each at
- * least 128 deep where K is split, no more than `split`, and their partial
- * tiles fit the workspace's bound. */
+ * least KT_MATMUL_SPLIT_MIN_CHUNK_K deep where K is split, no more than
+ * `split`, and their partial tiles fit the workspace's bound. */
 Test(split, chunks_cover_k_in_whole_steps_within_the_bounds)
 {
   const long long shapes[][3] = {{294, 8276, 13102}, {1684, 192, 6886}, {128, 8192, 8192}, {17, 4022, 11740},
@@ -38,7 +38,7 @@ Test(split, chunks_cover_k_in_whole_steps_within_the_bounds)
         cr_assert(k_chunk > 0 && k_chunk % BK == 0, "%lldx%lldx%lld: a chunk of %lld, BK %d", M, N, K, k_chunk, BK);
         cr_assert(c * k_chunk >= K && (c - 1) * k_chunk < K, "%lld chunks of %lld for K %lld", c, k_chunk, K);
         if (c > 1) {
-          cr_assert(K / c >= KT_MATMUL_MIN_CHUNK_K, "%lld chunks of a K of %lld", c, K);
+          cr_assert(K / c >= KT_MATMUL_SPLIT_MIN_CHUNK_K, "%lld chunks of a K of %lld", c, K);
           cr_assert(c * M * N * 4 <= KT_MATMUL_MAX_WORKSPACE, "%lld chunks of %lldx%lld", c, M, N);
         }
       }
@@ -84,4 +84,19 @@ Test(split, small_tiles_split_past_one_wave)
    * 4 0.149. */
   const long long d = chunks_of(17, 4022, 11740, 32, 64, 8, 256, 9, &k_chunk);
   cr_assert(d >= 8 && d <= 16, "17x4022x11740 on 32x64 tiles: %lld chunks", d);
+}
+
+/* One or two tiles over a long K split into chunks shallower than the
+ * vector-times-matrix kernel's least (KT_MATMUL_MIN_CHUNK_K, 128): 24x61x1953
+ * on a 32x64 tile of 4x4 threads ran 13.7 us in the 15 chunks of 128 that
+ * the old least allowed and 10.1 us in 128 chunks (H100); 23x59x2855 13.5
+ * against 10.3. */
+Test(split, few_tiles_over_a_long_k_split_past_chunks_of_128)
+{
+  long long k_chunk;
+  const long long c = chunks_of(24, 61, 1953, 32, 64, 8, 256, 8, &k_chunk);
+  cr_assert(c > 1953 / KT_MATMUL_MIN_CHUNK_K, "24x61x1953 on a 32x64 tile: %lld chunks of %lld", c, k_chunk);
+  cr_assert(k_chunk < KT_MATMUL_MIN_CHUNK_K && k_chunk >= KT_MATMUL_SPLIT_MIN_CHUNK_K);
+  const long long d = chunks_of(23, 59, 2855, 32, 64, 8, 256, 8, &k_chunk);
+  cr_assert(d > 2855 / KT_MATMUL_MIN_CHUNK_K, "23x59x2855 on a 32x64 tile: %lld chunks of %lld", d, k_chunk);
 }
