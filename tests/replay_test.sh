@@ -60,8 +60,8 @@ gpu() {
   race=$(sed -nE 's/^all .*race of 4\/oracle.*mean of the suites. geometric means ([0-9.]+).*/\1/p' "$work/out")
   # On-line tuning's candidates (runtime/matmul.c, RACE_MARGIN): the
   # fastest of the four, by the sweeps, beats the model's pick by at least
-  # half a percent (by 1.1% on run 38's H100 suites, 0.9% on run 35's
-  # H200 ones); a race that lost its other candidates would not.
+  # half a percent (by 1.2% on run 45's H100 suites, 1.0% on its H200
+  # ones); a race that lost its other candidates would not.
   if [ -n "$race" ] && [ -n "$mean" ] && awk -v r="$race" -v m="$mean" 'BEGIN { exit !(r >= m + 0.005) }'; then
     ok "on-line tuning's four candidates on $1's $run suites reach $race of the best (dispatch $mean)"
   else
