@@ -6,11 +6,9 @@
  * (its kt_tune_family entry, at the end). */
 #include <errno.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -41,37 +39,21 @@ static double normalish(uint64_t x)
 
 /* A tuning problem's 2^28 samples took seconds on one core to make, sort
  * and count, per problem: a fifth of make tune.  Inputs of PARALLEL_N or
- * more samples are made and counted in chunks on up to MAX_THREADS
- * threads; smaller ones (the checks, the tests) stay on the caller's. */
+ * more samples are made and counted in chunks on up to KT_MEASURE_MAX_THREADS
+ * threads (kt_measure_run_all); smaller ones (the checks, the tests) stay
+ * on the caller's. */
 #define PARALLEL_N ((size_t)1 << 22)
-#define MAX_THREADS 16
+#define MAX_THREADS KT_MEASURE_MAX_THREADS
 #define MAX_PARTIAL_BYTES ((size_t)1 << 30) /* the per-thread counts of count_bins, at most */
 
 static int threads_for(size_t n)
 {
   if (n < PARALLEL_N)
     return 1;
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  long t = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus;
+  long t = kt_measure_cpus();
   if ((size_t)t > n / (PARALLEL_N / 4))
     t = (long)(n / (PARALLEL_N / 4));
   return t < 1 ? 1 : (int)t;
-}
-
-/* Runs body(jobs[i]) for i < t, on t - 1 more threads and this one; a
- * thread that cannot start runs its job here. */
-static void run_all(void *(*body)(void *), void *jobs, size_t job_size, int t)
-{
-  pthread_t th[MAX_THREADS];
-  int started[MAX_THREADS] = {0};
-  for (int i = 1; i < t; ++i)
-    started[i] = pthread_create(&th[i], NULL, body, (char *)jobs + i * job_size) == 0;
-  body(jobs);
-  for (int i = 1; i < t; ++i)
-    if (started[i])
-      pthread_join(th[i], NULL);
-    else
-      body((char *)jobs + i * job_size);
 }
 
 static void fill(int *out, size_t n, long long nbins, const char *dist, kt_rng *r);
@@ -103,7 +85,7 @@ void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist,
       const size_t lo = n / t * i, hi = i == t - 1 ? n : n / t * (i + 1);
       jobs[i] = (fill_job){out + lo, hi - lo, nbins, dist, kt_rng_next(r)};
     }
-    run_all(fill_body, jobs, sizeof jobs[0], t);
+    kt_measure_run_all(fill_body, jobs, sizeof jobs[0], t);
   }
   if (dist && strcmp(dist, "sorted") == 0)
     kt_tune_hist_sort(out, n, nbins);
@@ -187,7 +169,7 @@ static void count_bins(const int *s, size_t n, long long nbins, unsigned *bins, 
     const size_t lo = n / t * i, hi = i == t - 1 ? n : n / t * (i + 1);
     jobs[i] = (count_job){s + lo, hi - lo, nbins, jobs[i].bins, 0, 0};
   }
-  run_all(count_body, jobs, sizeof jobs[0], t);
+  kt_measure_run_all(count_body, jobs, sizeof jobs[0], t);
   *below = jobs[0].below, *above = jobs[0].above;
   for (int i = 1; i < t; ++i) {
     for (long long b = 0; b < nbins; ++b)

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* tuner/measure.c: checking and timing helpers for any family (see measure.h). */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -134,4 +136,26 @@ size_t kt_measure_flush_bytes(const kt_device_info *dev)
   int l2 = 0;
   cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev->ordinal);
   return (size_t)(l2 > 0 ? l2 : 64 << 20) * 2;
+}
+
+int kt_measure_cpus(void)
+{
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus < 1 ? 1 : cpus > KT_MEASURE_MAX_THREADS ? KT_MEASURE_MAX_THREADS : (int)cpus;
+}
+
+void kt_measure_run_all(void *(*body)(void *), void *jobs, size_t job_size, int t)
+{
+  pthread_t th[KT_MEASURE_MAX_THREADS];
+  int started[KT_MEASURE_MAX_THREADS] = {0};
+  if (t > KT_MEASURE_MAX_THREADS)
+    t = KT_MEASURE_MAX_THREADS;
+  for (int i = 1; i < t; ++i)
+    started[i] = pthread_create(&th[i], NULL, body, (char *)jobs + i * job_size) == 0;
+  body(jobs);
+  for (int i = 1; i < t; ++i)
+    if (started[i])
+      pthread_join(th[i], NULL);
+    else
+      body((char *)jobs + i * job_size);
 }

@@ -76,6 +76,15 @@ size_t kt_measure_flush_bytes(const kt_device_info *dev);
 
 double kt_measure_median(double *x, int n); /* sorts x */
 
+/* CPU work of the checks and inputs, split over threads: */
+#define KT_MEASURE_MAX_THREADS 16
+/* the host's online CPUs, 1..KT_MEASURE_MAX_THREADS; */
+int kt_measure_cpus(void);
+/* body(jobs + i * job_size) for i < t (at most KT_MEASURE_MAX_THREADS), on
+ * t - 1 more threads and this one; a thread that cannot start runs its job
+ * here, so it never fails. */
+void kt_measure_run_all(void *(*body)(void *), void *jobs, size_t job_size, int t);
+
 #ifdef __cplusplus
 }
 #endif
