@@ -137,6 +137,56 @@ Test(matmul_gpu, a_float4_variant_stages_a_long_b_a_panel_at_a_time)
   cr_expect(c.ok, "%s (beta 0, C holds NaN): %s", v->name, c.reason);
 }
 
+/* Stand-ins for a broken variant: a real one launched on one row fewer
+ * (the last row of C left as it was) or one step of K fewer. */
+static const kt_variant *faulty_of;
+static int faulty_fault;
+static int faulty_launch(const void *args, cudaStream_t s)
+{
+  kt_matmul_args a = *(const kt_matmul_args *)args;
+  if (faulty_fault == 0)
+    a.M -= 1;
+  else
+    a.K -= 1;
+  return faulty_of->launch(&a, s);
+}
+
+/* The tuner's worker keeps the checks' buffers from variant to variant
+ * (kt_tune_matmul_check_with): a check must see only what its own launch
+ * wrote, so a variant that leaves the last row of C unwritten, right after
+ * a correct variant filled those very buffers with the right answer (same
+ * shape, same seed), still fails; so does one a step of K short, in
+ * buffers that grew and then shrank around it. */
+Test(matmul_gpu, checks_in_kept_buffers_see_only_their_own_launch)
+{
+  const kt_variant *v = NULL;
+  for (int i = 0; i < kt_registry_count && !v; ++i)
+    if (kt_registry[i].family == KT_FAMILY_MATMUL && kt_registry[i].default_rank > 0 &&
+        kt_variant_runs_on(&kt_registry[i], &gpu))
+      v = &kt_registry[i];
+  cr_assert_not_null(v, "no default matmul variant runs on this GPU");
+  kt_variant faulty = *v;
+  faulty.launch = faulty_launch;
+  faulty_of = v;
+  kt_rng r = {fresh_seed()};
+  kt_tune_matmul_buffers b = {0};
+  for (int t = 0; t < 6; ++t) {
+    const int m = 2 + (int)(kt_rng_next(&r) % 200), n = 1 + (int)(kt_rng_next(&r) % 200),
+              k = 2 + (int)(kt_rng_next(&r) % 300), shift = t % 2;
+    const long long lda = k + 1, ldb = (n + 3) / 4 * 4 + 4, ldc = (n + 3) / 4 * 4 + 8;
+    const float beta = t % 3 ? 0.0f : 0.5f;
+    const uint64_t seed = kt_rng_next(&r);
+    kt_check c;
+    kt_tune_matmul_check_with(&b, v, &gpu, m, n, k, lda, ldb, ldc, 1.0f, beta, shift, seed, &c);
+    cr_expect(c.ok, "%s at %dx%dx%d: %s", v->name, m, n, k, c.reason);
+    faulty_fault = t % 2;
+    kt_tune_matmul_check_with(&b, &faulty, &gpu, m, n, k, lda, ldb, ldc, 1.0f, beta, shift, seed, &c);
+    cr_expect(!c.ok && !c.launch_failed, "%s short of a %s at %dx%dx%d passed", v->name, t % 2 ? "step of K" : "row", m,
+              n, k);
+  }
+  kt_tune_matmul_buffers_free(&b);
+}
+
 /* Run kt_matmul on device copies at an offset of `shift` floats (A only
  * when a_only) and compare with a double reference; returns the worst error
  * over the bound. */

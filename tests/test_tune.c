@@ -378,6 +378,41 @@ Test(tune_matmul, the_reference_row_sums_in_k_order_bit_for_bit)
   }
 }
 
+Test(tune_matmul, the_reference_on_threads_is_row_for_row_the_reference_row)
+{
+  /* Products large enough to split over every thread the host has (a
+   * million products or more) and small ones that stay on one; rows of A
+   * padded, so that a thread that took the wrong row's start would show. */
+  kt_rng r = {11};
+  for (int t = 0; t < 6; ++t) {
+    const int M = t % 2 ? 1 + (int)(kt_rng_next(&r) % 9) : 100 + (int)(kt_rng_next(&r) % 157),
+              N = 1 + (int)(kt_rng_next(&r) % 200), K = 1 + (int)(kt_rng_next(&r) % 400);
+    const long long lda = K + 1 + (long long)(kt_rng_next(&r) % 3), ldb = N + (long long)(kt_rng_next(&r) % 4);
+    float *A = malloc(sizeof(float) * (size_t)(M * lda)), *B = malloc(sizeof(float) * (size_t)(K * ldb));
+    double *ref = malloc(sizeof(double) * (size_t)M * N), *mag = malloc(sizeof(double) * (size_t)M * N);
+    double *row = malloc(sizeof(double) * (size_t)N), *row_mag = malloc(sizeof(double) * (size_t)N);
+    cr_assert(A && B && ref && mag && row && row_mag);
+    for (long long i = 0; i < M * lda; ++i)
+      A[i] = kt_rng_float(&r) * ldexpf(1.0f, (int)(kt_rng_next(&r) % 40) - 20);
+    for (long long i = 0; i < K * ldb; ++i)
+      B[i] = kt_rng_float(&r) * ldexpf(1.0f, (int)(kt_rng_next(&r) % 40) - 20);
+    kt_tune_matmul_reference(A, lda, B, ldb, M, N, K, ref, mag);
+    for (int i = 0; i < M; ++i) {
+      kt_tune_matmul_reference_row(A + (size_t)i * lda, B, ldb, N, K, row, row_mag);
+      for (int j = 0; j < N; ++j)
+        cr_assert(ref[(size_t)i * N + j] == row[j] && mag[(size_t)i * N + j] == row_mag[j],
+                  "%dx%dx%d lda %lld ldb %lld: (%d, %d) %.17g, the row gives %.17g", M, N, K, lda, ldb, i, j,
+                  ref[(size_t)i * N + j], row[j]);
+    }
+    free(A);
+    free(B);
+    free(ref);
+    free(mag);
+    free(row);
+    free(row_mag);
+  }
+}
+
 Test(tune_gemm, the_reference_is_the_element_wise_sum_of_the_rounded_inputs_bit_for_bit)
 {
   /* Every type and op pair, padded rows, full FP32 inputs (which TF32 and

@@ -93,9 +93,9 @@ int kt_tune_gemm_reference(const kt_tune_gemm_case *cs, const float *A, long lon
 {
   const int type = cs->type, M = cs->M, N = cs->N, K = cs->K;
   /* op(A) (M x K) and op(B) (K x N), rounded to the type, row-major: then
-   * a row of sums at a time (kt_tune_matmul_reference_row), B along its
-   * rows, each sum in k order, as an element-at-a-time loop over the
-   * stored operands adds them.  That loop, which rounded both inputs of
+   * a row of sums at a time (kt_tune_matmul_reference, rows over threads),
+   * B along its rows, each sum in k order, as an element-at-a-time loop
+   * over the stored operands adds them.  That loop, which rounded both inputs of
    * every product and read one operand across its rows, took 69 ms of a
    * variant's four checks, this 15 (one core of the build machine). */
   float *a = malloc(sizeof(float) * (size_t)M * (size_t)K), *b = malloc(sizeof(float) * (size_t)K * (size_t)N);
@@ -110,8 +110,7 @@ int kt_tune_gemm_reference(const kt_tune_gemm_case *cs, const float *A, long lon
   for (int k = 0; k < K; ++k)
     for (int j = 0; j < N; ++j)
       b[(size_t)k * N + j] = kt_tune_gemm_round(B[cs->op_b ? (long long)j * ldb + k : (long long)k * ldb + j], type);
-  for (int i = 0; i < M; ++i)
-    kt_tune_matmul_reference_row(a + (size_t)i * K, b, N, N, K, ref + (size_t)i * N, mag + (size_t)i * N);
+  kt_tune_matmul_reference(a, K, b, N, M, N, K, ref, mag);
   free(a);
   free(b);
   return 0;
@@ -289,6 +288,7 @@ typedef struct inputs {
   float *dC;
   void *flush;
   size_t flush_bytes;
+  float *staging; /* the sample check's outputs, copied back (pinned) */
 } inputs;
 
 static void teardown(void *state)
@@ -300,6 +300,7 @@ static void teardown(void *state)
   cudaFree(in->dB);
   cudaFree(in->dC);
   cudaFree(in->flush);
+  cudaFreeHost(in->staging);
   free(in->hA);
   free(in->hB);
   free(in);
@@ -324,7 +325,8 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
   in->hB = malloc(nb * 4);
   in->flush_bytes = kt_measure_flush_bytes(dev);
   int bad = !in->hA || !in->hB || cudaMalloc((void **)&in->dC, (size_t)M * N * 4) ||
-            cudaMalloc(&in->flush, in->flush_bytes) || cudaMalloc(&in->dA, na * es) || cudaMalloc(&in->dB, nb * es);
+            cudaMalloc(&in->flush, in->flush_bytes) || cudaMalloc(&in->dA, na * es) || cudaMalloc(&in->dB, nb * es) ||
+            cudaMallocHost((void **)&in->staging, sizeof(float) * KT_TUNE_MATMUL_SAMPLES);
   if (!bad) {
     /* Multiples of 2^-8: exact in every type, so the reference needs no rounding. */
     for (size_t i = 0; i < na; ++i)
@@ -388,8 +390,8 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     return;
   }
   char why[256] = "";
-  if (kt_tune_matmul_sample(in->dC, M, N, K, in->hA, in->lda, in->op_a, in->hB, in->ldb, in->op_b, type, &vr, &worst,
-                            why, sizeof why)) {
+  if (kt_tune_matmul_sample(in->dC, M, N, K, in->hA, in->lda, in->op_a, in->hB, in->ldb, in->op_b, type, in->staging,
+                            &vr, &worst, why, sizeof why)) {
     kt_tune_result_set(r, &in->p, v, "wrong", why);
     r->m.max_err = INFINITY;
     return;

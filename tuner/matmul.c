@@ -69,6 +69,44 @@ void kt_tune_matmul_reference_row(const float *a, const float *B, long long ldb,
   }
 }
 
+/* Products a thread of kt_tune_matmul_reference takes at least: about
+ * 0.15 ms of them on the build machine's core, against some 30 us to start
+ * the thread. */
+#define REF_PRODUCTS_PER_THREAD (1 << 19)
+
+typedef struct ref_job {
+  const float *A, *B;
+  long long lda, ldb;
+  int N, K, i0, i1; /* rows i0..i1 */
+  double *ref, *mag;
+} ref_job;
+
+static void *ref_rows(void *p)
+{
+  const ref_job *j = p;
+  for (int i = j->i0; i < j->i1; ++i)
+    kt_tune_matmul_reference_row(j->A + (size_t)i * j->lda, j->B, j->ldb, j->N, j->K, j->ref + (size_t)i * j->N,
+                                 j->mag + (size_t)i * j->N);
+  return NULL;
+}
+
+void kt_tune_matmul_reference(const float *A, long long lda, const float *B, long long ldb, int M, int N, int K,
+                              double *ref, double *mag)
+{
+  const double products = (double)M * N * K;
+  int t = kt_measure_cpus();
+  if (t > products / REF_PRODUCTS_PER_THREAD)
+    t = (int)(products / REF_PRODUCTS_PER_THREAD);
+  if (t > M)
+    t = M;
+  if (t < 1)
+    t = 1;
+  ref_job jobs[KT_MEASURE_MAX_THREADS];
+  for (int i = 0; i < t; ++i)
+    jobs[i] = (ref_job){A, B, lda, ldb, N, K, (int)((long long)M * i / t), (int)((long long)M * (i + 1) / t), ref, mag};
+  kt_measure_run_all(ref_rows, jobs, sizeof jobs[0], t);
+}
+
 void kt_tune_matmul_check(const kt_variant *v, const kt_device_info *dev, int M, int N, int K, long long lda,
                           long long ldb, long long ldc, float alpha, float beta, uint64_t seed, kt_check *out)
 {
@@ -83,17 +121,69 @@ void kt_tune_matmul_check_at(const kt_variant *v, const kt_device_info *dev, int
                              long long ldb, long long ldc, float alpha, float beta, int shift, uint64_t seed,
                              kt_check *out)
 {
+  kt_tune_matmul_buffers b = {0};
+  kt_tune_matmul_check_with(&b, v, dev, M, N, K, lda, ldb, ldc, alpha, beta, shift, seed, out);
+  kt_tune_matmul_buffers_free(&b);
+}
+
+void kt_tune_matmul_buffers_free(kt_tune_matmul_buffers *b)
+{
+  free(b->A);
+  free(b->B);
+  free(b->C0);
+  free(b->C);
+  free(b->ref);
+  free(b->mag);
+  cudaFree(b->dA);
+  cudaFree(b->dB);
+  cudaFree(b->dC);
+  memset(b, 0, sizeof *b);
+}
+
+/* One host array (and its device twin, where dev) of at least need
+ * elements (and one) of size bytes: 0, or -1 with out's reason set.  On
+ * failure the capacity is 0, so the next call allocates again. */
+static int grow(size_t need, size_t size, size_t *cap, void **host, void **host2, void **dev, kt_check *out)
+{
+  if (need < 1)
+    need = 1;
+  if (need <= *cap)
+    return 0;
+  *cap = 0;
+  free(*host);
+  *host = malloc(need * size);
+  if (host2) {
+    free(*host2);
+    *host2 = malloc(need * size);
+  }
+  if (!*host || (host2 && !*host2)) {
+    snprintf(out->reason, sizeof out->reason, "out of host memory");
+    return -1;
+  }
+  if (dev) {
+    cudaFree(*dev);
+    *dev = NULL;
+    if (kt_measure_cuda_failed(out, cudaMalloc(dev, need * size), "cudaMalloc"))
+      return -1;
+  }
+  *cap = need;
+  return 0;
+}
+
+void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, const kt_device_info *dev, int M, int N,
+                               int K, long long lda, long long ldb, long long ldc, float alpha, float beta, int shift,
+                               uint64_t seed, kt_check *out)
+{
   memset(out, 0, sizeof *out);
   kt_rng r = {seed};
   const size_t na = (size_t)M * lda, nb = (size_t)K * ldb, nc = (size_t)M * ldc;
   const size_t off = shift ? 1 : 0;
-  float *A = malloc(na * 4), *B = malloc(nb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
-  double *ref = malloc(sizeof(double) * (size_t)N), *mag = malloc(sizeof(double) * (size_t)N);
-  float *dA = NULL, *dB = NULL, *dC = NULL;
-  if (!A || !B || !C0 || !C || !ref || !mag) {
-    snprintf(out->reason, sizeof out->reason, "out of host memory");
-    goto done;
-  }
+  if (grow(na + off, 4, &b->na, (void **)&b->A, NULL, (void **)&b->dA, out) ||
+      grow(nb + off, 4, &b->nb, (void **)&b->B, NULL, (void **)&b->dB, out) ||
+      grow(nc + off, 4, &b->nc, (void **)&b->C0, (void **)&b->C, (void **)&b->dC, out) ||
+      grow((size_t)M * N, sizeof(double), &b->nmn, (void **)&b->ref, (void **)&b->mag, NULL, out))
+    return;
+  float *A = b->A, *B = b->B, *C0 = b->C0, *C = b->C, *dA = b->dA, *dB = b->dB, *dC = b->dC;
   /* Padding beyond each row holds NaN: reading it would poison the result. */
   for (size_t i = 0; i < na; ++i)
     A[i] = (long long)(i % lda) < K ? kt_rng_float(&r) : NAN;
@@ -103,22 +193,22 @@ void kt_tune_matmul_check_at(const kt_variant *v, const kt_device_info *dev, int
    * and any element left unwritten stays NaN); a sentinel in the padding. */
   for (size_t i = 0; i < nc; ++i)
     C0[i] = (long long)(i % ldc) < N ? (beta != 0.0f ? kt_rng_float(&r) : NAN) : 1234.5f;
-  if (kt_measure_cuda_failed(out, cudaMalloc((void **)&dA, (na + off) * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMalloc((void **)&dB, (nb + off) * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMalloc((void **)&dC, (nc + off) * 4), "cudaMalloc") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(dA + off, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+  if (kt_measure_cuda_failed(out, cudaMemcpy(dA + off, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemcpy(dB + off, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemcpy(dC + off, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
-    goto done;
+    return;
   kt_matmul_args a = {
       M, N, K, alpha, beta, dA + off, dB + off, dC + off, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal)};
-  if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
-      kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
+  if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch"))
+    return;
+  /* The reference while the kernel runs. */
+  double *ref = b->ref, *mag = b->mag;
+  kt_tune_matmul_reference(A, lda, B, ldb, M, N, K, ref, mag);
+  if (kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
       kt_measure_cuda_failed(out, cudaMemcpy(C, dC + off, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
-    goto done;
+    return;
   out->ok = 1;
   for (int i = 0; i < M && out->ok; ++i) {
-    kt_tune_matmul_reference_row(A + (size_t)i * lda, B, ldb, N, K, ref, mag);
     for (int j = 0; j < (int)ldc; ++j) {
       const float got = C[(size_t)i * ldc + j];
       if (j >= N) {
@@ -130,8 +220,8 @@ void kt_tune_matmul_check_at(const kt_variant *v, const kt_device_info *dev, int
         continue;
       }
       const double c0 = beta != 0.0f ? C0[(size_t)i * ldc + j] : 0.0;
-      const double want = alpha * ref[j] + beta * c0;
-      const double bound = kt_tune_matmul_bound(K, alpha, mag[j], beta * c0);
+      const double want = alpha * ref[(size_t)i * N + j] + beta * c0;
+      const double bound = kt_tune_matmul_bound(K, alpha, mag[(size_t)i * N + j], beta * c0);
       const double e = fabs((double)got - want) / bound;
       if (!(e <= 1.0)) { /* also catches NaN */
         out->ok = 0;
@@ -146,16 +236,6 @@ void kt_tune_matmul_check_at(const kt_variant *v, const kt_device_info *dev, int
         out->worst = e;
     }
   }
-done:
-  cudaFree(dA);
-  cudaFree(dB);
-  cudaFree(dC);
-  free(A);
-  free(B);
-  free(C0);
-  free(C);
-  free(ref);
-  free(mag);
 }
 
 /* ---- `ktune tune`: problems and the summary ------------------------------ */
@@ -306,6 +386,8 @@ typedef struct inputs {
   float *dA, *dB, *dC;
   void *flush;
   size_t flush_bytes;
+  float *staging;               /* the sample check's outputs, copied back (pinned) */
+  kt_tune_matmul_buffers check; /* the checks' buffers, kept from variant to variant */
 } inputs;
 
 static void teardown(void *state)
@@ -317,6 +399,8 @@ static void teardown(void *state)
   cudaFree(in->dB);
   cudaFree(in->dC);
   cudaFree(in->flush);
+  cudaFreeHost(in->staging);
+  kt_tune_matmul_buffers_free(&in->check);
   free(in->hA);
   free(in->hB);
   free(in);
@@ -338,7 +422,8 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
   in->hB = malloc(nb * 4);
   in->flush_bytes = kt_measure_flush_bytes(dev);
   if (!in->hA || !in->hB || cudaMalloc((void **)&in->dA, na * 4) || cudaMalloc((void **)&in->dB, nb * 4) ||
-      cudaMalloc((void **)&in->dC, nc * 4) || cudaMalloc(&in->flush, in->flush_bytes)) {
+      cudaMalloc((void **)&in->dC, nc * 4) || cudaMalloc(&in->flush, in->flush_bytes) ||
+      cudaMallocHost((void **)&in->staging, sizeof(float) * KT_TUNE_MATMUL_SAMPLES)) {
     snprintf(err, errlen, "cannot allocate the %dx%dx%d problem", M, N, K);
     teardown(in);
     return NULL;
@@ -386,8 +471,8 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
               k = 33 + (int)(kt_rng_next(&vr) % 300);
     const long long lda = (k + 3) / 4 * 4 + 1, ldb = t ? ((n + 1) % 4 ? n + 1 : n + 2) : (n + 4) / 4 * 4,
                     ldc = t ? n + 2 : (n + 8) / 4 * 4;
-    kt_tune_matmul_check_at(v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, t,
-                            kt_rng_next(&vr), &c);
+    kt_tune_matmul_check_with(&in->check, v, dev, m, n, k, lda, ldb, ldc, t ? 1.0f : 1.25f, t ? 0.0f : -0.75f, t,
+                              kt_rng_next(&vr), &c);
     if (c.worst > worst)
       worst = c.worst;
   }
@@ -408,7 +493,8 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     return;
   }
   char why[256] = "";
-  if (kt_tune_matmul_sample(in->dC, M, N, K, in->hA, K, 0, in->hB, N, 0, KT_F32, &vr, &worst, why, sizeof why)) {
+  if (kt_tune_matmul_sample(in->dC, M, N, K, in->hA, K, 0, in->hB, N, 0, KT_F32, in->staging, &vr, &worst, why,
+                            sizeof why)) {
     kt_tune_result_set(r, &in->p, v, "wrong", why);
     r->m.max_err = INFINITY;
     return;
@@ -421,23 +507,33 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
 }
 
 int kt_tune_matmul_sample(const float *dC, int M, int N, int K, const float *hA, long long lda, int op_a,
-                          const float *hB, long long ldb, int op_b, int type, kt_rng *r, double *worst, char *why,
-                          size_t whylen)
+                          const float *hB, long long ldb, int op_b, int type, float *staging, kt_rng *r, double *worst,
+                          char *why, size_t whylen)
 {
-  for (int s = 0; s < 48; ++s) {
-    const int i0 = (int)(kt_rng_next(r) % (uint64_t)M), j0 = (int)(kt_rng_next(r) % (uint64_t)N);
-    float got;
-    cudaMemcpy(&got, dC + (size_t)i0 * N + j0, 4, cudaMemcpyDeviceToHost);
+  /* The outputs' places first, and their copies queued one after another
+   * (into pinned staging they need not wait for each other), then checked. */
+  int i0[KT_TUNE_MATMUL_SAMPLES], j0[KT_TUNE_MATMUL_SAMPLES];
+  float local[KT_TUNE_MATMUL_SAMPLES], *got = staging ? staging : local;
+  for (int s = 0; s < KT_TUNE_MATMUL_SAMPLES; ++s) {
+    i0[s] = (int)(kt_rng_next(r) % (uint64_t)M), j0[s] = (int)(kt_rng_next(r) % (uint64_t)N);
+    cudaMemcpyAsync(&got[s], dC + (size_t)i0[s] * N + j0[s], 4, cudaMemcpyDeviceToHost, 0);
+  }
+  const cudaError_t e = cudaStreamSynchronize(0);
+  if (e != cudaSuccess) {
+    snprintf(why, whylen, "copying C back: %s", cudaGetErrorString(e));
+    return -1;
+  }
+  for (int s = 0; s < KT_TUNE_MATMUL_SAMPLES; ++s) {
     double ref = 0, mag = 0;
     for (int k = 0; k < K; ++k) {
-      const double x = hA[op_a ? (size_t)k * lda + i0 : (size_t)i0 * lda + k];
-      const double y = hB[op_b ? (size_t)j0 * ldb + k : (size_t)k * ldb + j0];
+      const double x = hA[op_a ? (size_t)k * lda + i0[s] : (size_t)i0[s] * lda + k];
+      const double y = hB[op_b ? (size_t)j0[s] * ldb + k : (size_t)k * ldb + j0[s]];
       ref += x * y;
       mag += fabs(x * y);
     }
-    const double err = fabs(got - ref) / kt_tune_gemm_bound(type, K, 1.0, mag, 0.0);
+    const double err = fabs(got[s] - ref) / kt_tune_gemm_bound(type, K, 1.0, mag, 0.0);
     if (!(err <= 1.0)) {
-      snprintf(why, whylen, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0, j0, got, ref);
+      snprintf(why, whylen, "at %dx%dx%d: C(%d, %d) = %g, expected %g", M, N, K, i0[s], j0[s], got[s], ref);
       return -1;
     }
     if (err > *worst)

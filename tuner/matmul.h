@@ -41,6 +41,14 @@ double kt_tune_gemm_bound(int type, int K, double alpha, double sum_abs_products
 void kt_tune_matmul_reference_row(const float *a, const float *B, long long ldb, int N, int K, double *ref,
                                   double *mag);
 
+/* All M rows of the reference (ref and mag M x N, row i as
+ * kt_tune_matmul_reference_row gives it from A's row i, lda floats after
+ * row i - 1), the rows split over up to kt_measure_cpus() threads where
+ * the product is large enough to pay for them: the same sums, sooner (a
+ * check's reference took 1.4 ms on one core of the 2-core build machine). */
+void kt_tune_matmul_reference(const float *A, long long lda, const float *B, long long ldb, int M, int N, int K,
+                              double *ref, double *mag);
+
 /* The seed kernel, the tune summary's and the bench's baseline: the CUDA
  * Programming Guide's shared-memory tiled kernel with BLOCK_SIZE 16 and
  * unpadded rows (algo "tiled", bs=16, pad=0), found by those properties
@@ -63,14 +71,32 @@ void kt_tune_matmul_check_at(const kt_variant *v, const kt_device_info *dev, int
                              long long ldb, long long ldc, float alpha, float beta, int shift, uint64_t seed,
                              kt_check *out);
 
-/* After timing a tuned problem: 48 outputs of C (M x N, ldc = N, on the
- * device), drawn from r, against the double-precision products of hA and
- * hB as stored (op 0 = N, 1 = T, with lda and ldb), within
- * kt_tune_gemm_bound(type) (KT_F32: the FP32 bound).  0, raising *worst
- * to the worst |err| / bound; or -1 with the first wrong element in why. */
+/* The same in buffers kept from check to check (a worker checks hundreds
+ * of variants; allocating and freeing device memory for each check took
+ * more time than the check): each grows to the largest check it has
+ * served.  Start from {0}; kt_tune_matmul_buffers_free releases them. */
+typedef struct kt_tune_matmul_buffers {
+  size_t na, nb, nc, nmn; /* elements each of A, B, C0 and C hold (with dA, dB, dC); of ref and mag */
+  float *A, *B, *C0, *C;  /* host inputs, C0 the C given, C the C got back */
+  double *ref, *mag;      /* kt_tune_matmul_reference's M x N */
+  float *dA, *dB, *dC;    /* device */
+} kt_tune_matmul_buffers;
+void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, const kt_device_info *dev, int M, int N,
+                               int K, long long lda, long long ldb, long long ldc, float alpha, float beta, int shift,
+                               uint64_t seed, kt_check *out);
+void kt_tune_matmul_buffers_free(kt_tune_matmul_buffers *b);
+
+/* After timing a tuned problem: KT_TUNE_MATMUL_SAMPLES outputs of C (M x
+ * N, ldc = N, on the device), drawn from r, against the double-precision
+ * products of hA and hB as stored (op 0 = N, 1 = T, with lda and ldb),
+ * within kt_tune_gemm_bound(type) (KT_F32: the FP32 bound).  staging:
+ * KT_TUNE_MATMUL_SAMPLES pinned floats to copy them into, or NULL (then
+ * each copy waits for the last).  0, raising *worst to the worst |err| /
+ * bound; or -1 with the first wrong element in why. */
+#define KT_TUNE_MATMUL_SAMPLES 48
 int kt_tune_matmul_sample(const float *dC, int M, int N, int K, const float *hA, long long lda, int op_a,
-                          const float *hB, long long ldb, int op_b, int type, kt_rng *r, double *worst, char *why,
-                          size_t whylen);
+                          const float *hB, long long ldb, int op_b, int type, float *staging, kt_rng *r, double *worst,
+                          char *why, size_t whylen);
 
 /* The shapes of a file (`--matmul @FILE`, make tune SHAPES=FILE): one
  * MxNxK a line, blank lines and '#' comments (to the end of a line)
