@@ -69,10 +69,12 @@ void kt_tune_matmul_reference_row(const float *a, const float *B, long long ldb,
   }
 }
 
-/* Products a thread of kt_tune_matmul_reference takes at least: about
- * 0.15 ms of them on the build machine's core, against some 30 us to start
- * the thread. */
-#define REF_PRODUCTS_PER_THREAD (1 << 19)
+/* Products a thread of kt_tune_matmul_reference takes at least: 0.1 ms of
+ * them on a core of the H100 host (0.8 ns a product there), against tens
+ * of microseconds to start the thread.  A check's reference averages 4.6
+ * million products: on that host 3.8 ms on one core, 0.9 ms in threads of
+ * 2^19 or more, 0.4 in threads of 2^17. */
+#define REF_PRODUCTS_PER_THREAD (1 << 17)
 
 typedef struct ref_job {
   const float *A, *B;
@@ -170,6 +172,18 @@ static int grow(size_t need, size_t size, size_t *cap, void **host, void **host2
   return 0;
 }
 
+/* rows x ld floats: in each row cols values from r (or `value` where r
+ * is NULL), then `pad`. */
+static void fill_rows(float *x, int rows, int cols, long long ld, kt_rng *r, float value, float pad)
+{
+  for (int i = 0; i < rows; ++i, x += ld) {
+    for (int j = 0; j < cols; ++j)
+      x[j] = r ? kt_rng_float(r) : value;
+    for (long long j = cols; j < ld; ++j)
+      x[j] = pad;
+  }
+}
+
 void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, const kt_device_info *dev, int M, int N,
                                int K, long long lda, long long ldb, long long ldc, float alpha, float beta, int shift,
                                uint64_t seed, kt_check *out)
@@ -184,15 +198,14 @@ void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, c
       grow((size_t)M * N, sizeof(double), &b->nmn, (void **)&b->ref, (void **)&b->mag, NULL, out))
     return;
   float *A = b->A, *B = b->B, *C0 = b->C0, *C = b->C, *dA = b->dA, *dB = b->dB, *dC = b->dC;
-  /* Padding beyond each row holds NaN: reading it would poison the result. */
-  for (size_t i = 0; i < na; ++i)
-    A[i] = (long long)(i % lda) < K ? kt_rng_float(&r) : NAN;
-  for (size_t i = 0; i < nb; ++i)
-    B[i] = (long long)(i % ldb) < N ? kt_rng_float(&r) : NAN;
+  /* Padding beyond each row holds NaN: reading it would poison the result.
+   * (Row by row: a division per element to find its column took a fifth
+   * of a check.) */
+  fill_rows(A, M, K, lda, &r, NAN, NAN);
+  fill_rows(B, K, N, ldb, &r, NAN, NAN);
   /* C: random where beta reads it; NaN where beta == 0 (it must not be read,
    * and any element left unwritten stays NaN); a sentinel in the padding. */
-  for (size_t i = 0; i < nc; ++i)
-    C0[i] = (long long)(i % ldc) < N ? (beta != 0.0f ? kt_rng_float(&r) : NAN) : 1234.5f;
+  fill_rows(C0, M, N, ldc, beta != 0.0f ? &r : NULL, NAN, 1234.5f);
   if (kt_measure_cuda_failed(out, cudaMemcpy(dA + off, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemcpy(dB + off, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemcpy(dC + off, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
