@@ -539,7 +539,8 @@ Test(tune_options, gpus_and_fresh_are_read)
 
 /* ---- resuming, and spreading over GPUs, with a fake worker ------------------ */
 
-/* Speaks the worker protocol; each result is a function of the variant, the
+/* Speaks the worker protocol (worker.c: `__worker DEVICE`, the job on
+ * stdin); each result is a function of the variant, the
  * problem and the distribution (some wrong), so every run ranks alike.  It
  * logs each measurement to measured.log and each worker's GPU to gpus.log,
  * and when measured.log reaches $KILL_AT lines it kills the tuner (its
@@ -548,10 +549,10 @@ Test(tune_options, gpus_and_fresh_are_read)
  * pipe when a real tune is killed is in flight too). */
 static const char *TUNE_WORKER =
     "#!/bin/sh\n"
-    "key=$3 dist=$4\n"
-    "echo \"$6\" >> \"$LOG_DIR/gpus.log\"\n"
-    "shift 6\n"
-    "for name in \"$@\"; do\n"
+    "read -r family || exit 0\n"
+    "read -r key; read -r dist; read -r seed\n"
+    "echo \"$2\" >> \"$LOG_DIR/gpus.log\"\n"
+    "while read -r name; do\n"
     "  echo \"START $name\"\n"
     "  echo \"$name $key $dist\" >> \"$LOG_DIR/measured.log\"\n"
     "  if [ -n \"$KILL_AT\" ] && [ $(($(wc -l < \"$LOG_DIR/measured.log\"))) -ge \"$KILL_AT\" ]; then\n"

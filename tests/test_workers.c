@@ -27,22 +27,35 @@ TestSuite(workers, .init = setup, .fini = teardown, .timeout = 60);
 
 #define NV 5
 
-/* A fake worker: argv is "ktune __worker FAMILY KEY DIST SEED DEVICE NAME...".  For
- * each name it prints START, then acts on it: a name listed in $CRASH
- * kills the worker with SIGSEGV, in $HANG sleeps forever, in $FAILEXIT
- * reports launch_failed and exits 3 (as worker.c does after a CUDA
- * error); any other name is reported ok.  $SETUP_FAIL exits 2 at once.
- * Every start is appended to starts.log, to count the workers. */
+/* Reads a worker's job as worker.c does (stdin: family, problem key,
+ * distribution and seed, then a variant a line; no job: exit 0), into
+ * $family $key $dist $seed and $names, and logs it to starts.log as one
+ * line, "__worker FAMILY KEY DIST SEED DEVICE NAME...", to count the
+ * workers that got a job and see what each got; its pid to jobs.log. */
+#define READ_JOB                                                               \
+  "read -r family || exit 0\n"                                                 \
+  "read -r key; read -r dist; read -r seed\n"                                  \
+  "names=''\n"                                                                 \
+  "while read -r name; do names=\"$names $name\"; done\n"                      \
+  "echo \"$1 $family $key $dist $seed $2$names\" >> \"$LOG_DIR/starts.log\"\n" \
+  "echo \"$$\" >> \"$LOG_DIR/jobs.log\"\n"
+
+/* A fake worker (`__worker DEVICE`, the job on stdin).  For each name it
+ * prints START, then acts on it: a name listed in $CRASH kills the worker
+ * with SIGSEGV, in $HANG sleeps forever, in $FAILEXIT reports
+ * launch_failed and exits 3 (as worker.c does after a CUDA error); any
+ * other name is reported ok, after $PAUSE seconds if set.  $SETUP_FAIL
+ * exits 2 once it has its job.  A worker logs its pid to ready.log as it
+ * starts, before it reads its job. */
 static const char *SCRIPT = "#!/bin/sh\n"
-                            "echo \"$*\" >> \"$LOG_DIR/starts.log\"\n"
-                            "[ -n \"$SETUP_FAIL\" ] && exit 2\n"
-                            "shift 6\n"
-                            "for name in \"$@\"; do\n"
+                            "echo \"$$\" >> \"$LOG_DIR/ready.log\"\n" READ_JOB "[ -n \"$SETUP_FAIL\" ] && exit 2\n"
+                            "for name in $names; do\n"
                             "  echo \"START $name\"\n"
                             "  case \" $CRASH \" in *\" $name \"*) kill -SEGV $$ ;; esac\n"
                             "  case \" $HANG \" in *\" $name \"*) exec sleep 1000 ;; esac\n"
                             "  case \" $FAILEXIT \" in *\" $name \"*) echo \"RESULT $name launch_failed 0 0 0 0 "
                             "illegal address\"; exit 3 ;; esac\n"
+                            "  [ -n \"$PAUSE\" ] && sleep \"$PAUSE\"\n"
                             "  echo \"RESULT $name ok 1.5 100 0.25 7 -\"\n"
                             "done\n";
 
@@ -83,15 +96,56 @@ static void prepare(run *r)
   kt_test_write_file(r->exe, SCRIPT);
   cr_assert_eq(chmod(r->exe, 0755), 0);
   setenv("LOG_DIR", kt_test_dir, 1);
-  unsetenv("CRASH"), unsetenv("HANG"), unsetenv("FAILEXIT"), unsetenv("SETUP_FAIL");
+  unsetenv("CRASH"), unsetenv("HANG"), unsetenv("FAILEXIT"), unsetenv("SETUP_FAIL"), unsetenv("PAUSE");
 }
 
 static void go(run *r, double timeout_s)
 {
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
-  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r, 0};
+  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r, 0, NULL};
   kt_workers_run(&p, "64x64x64", r->vs, NV, &o, r->out);
   /* No child may outlive the runner. */
+  errno = 0;
+  cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a worker process was left behind");
+  cr_assert_eq(errno, ECHILD);
+}
+
+/* Line i (from 0) of a log of numbers, or -1. */
+static long log_line(const char *name, int i)
+{
+  char path[PATH_MAX];
+  size_t len;
+  char *text = (char *)kt_test_slurp(kt_test_path(path, sizeof path, name), &len);
+  long v = -1;
+  char *at = text;
+  for (int k = 0; at && at < text + len; ++k) {
+    if (k == i) {
+      v = strtol(at, NULL, 10);
+      break;
+    }
+    at = memchr(at, '\n', (size_t)(text + len - at));
+    at = at ? at + 1 : NULL;
+  }
+  free(text);
+  return v;
+}
+
+/* The pid in ready.log that is not in jobs.log (a worker still waiting
+ * for its job), or -1. */
+static long waiting_worker(void)
+{
+  for (int i = 0; log_line("ready.log", i) > 0; ++i) {
+    int had_job = 0;
+    for (int j = 0; log_line("jobs.log", j) > 0; ++j)
+      had_job |= log_line("jobs.log", j) == log_line("ready.log", i);
+    if (!had_job)
+      return log_line("ready.log", i);
+  }
+  return -1;
+}
+
+static void no_child_left(void)
+{
   errno = 0;
   cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a worker process was left behind");
   cr_assert_eq(errno, ECHILD);
@@ -126,8 +180,9 @@ Test(workers, every_variant_gets_its_result_from_one_worker)
   cr_expect_eq(r.events_done, NV);
 }
 
-/* The worker is told the family and the problem by the family's name and
- * key, "-" for no distribution, the seed, its GPU, and the variants by name. */
+/* The worker is told its GPU, then (on its stdin) the family and the
+ * problem by the family's name and key, "-" for no distribution, the seed
+ * and the variants by name. */
 Test(workers, a_worker_gets_the_family_the_problem_key_and_the_names)
 {
   run r;
@@ -218,6 +273,86 @@ Test(workers, crashes_and_hangs_in_a_row_each_cost_one_variant)
   cr_expect_eq(r.events_done, NV);
 }
 
+/* ---- spares: the next problem's worker started ahead ------------------------ */
+
+static void go_spares(run *r, kt_workers_spares *spares, double timeout_s)
+{
+  kt_problem p = kt_test_matmul_problem(64, 64, 64);
+  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r, 0, spares};
+  memset(r->out, 0, sizeof r->out);
+  r->events_done = 0;
+  kt_workers_run(&p, "64x64x64", r->vs, NV, &o, r->out);
+}
+
+/* The first problem's worker starts a spare as it takes its job; the
+ * second problem's worker is that spare, started (and ready) while the
+ * first was measured; freeing the spares leaves no process behind. */
+Test(workers, the_next_problems_worker_is_the_spare_started_during_this_one)
+{
+  run r;
+  prepare(&r);
+  setenv("PAUSE", "0.1", 1);
+  kt_workers_spares *spares = kt_workers_spares_new(r.exe);
+  cr_assert_not_null(spares);
+  go_spares(&r, spares, 10);
+  for (int i = 0; i < NV; ++i)
+    expect(&r, i, "ok");
+  cr_expect_eq(kt_test_lines("ready.log"), 2, "the worker and the spare started during its problem");
+  const long spare = waiting_worker();
+  go_spares(&r, spares, 10);
+  for (int i = 0; i < NV; ++i)
+    expect(&r, i, "ok");
+  cr_expect_eq(workers_started(), 2);
+  cr_expect_eq(log_line("jobs.log", 1), spare, "the second problem ran in %ld, not in the spare %ld",
+               log_line("jobs.log", 1), spare);
+  kt_workers_spares_free(spares);
+  no_child_left();
+}
+
+/* A crash with spares costs the variant in flight only; the rest of that
+ * problem goes on in a worker started then, and the spare waits for the
+ * next problem. */
+Test(workers, a_crash_with_spares_costs_the_variant_in_flight_only)
+{
+  run r;
+  prepare(&r);
+  setenv("CRASH", r.vs[2]->name, 1);
+  kt_workers_spares *spares = kt_workers_spares_new(r.exe);
+  cr_assert_not_null(spares);
+  go_spares(&r, spares, 10);
+  for (int i = 0; i < NV; ++i)
+    expect(&r, i, i == 2 ? "launch_failed" : "ok");
+  cr_expect_eq(workers_started(), 2);
+  cr_expect_eq(r.events_done, NV);
+  kt_workers_spares_free(spares);
+  no_child_left();
+  cr_expect_eq(kt_test_lines("ready.log"), 3, "the first worker, the spare and the one after the crash");
+}
+
+/* A spare that has gone before its job (here killed and reaped) is
+ * replaced by a new worker: no variant is charged with it. */
+Test(workers, a_spare_that_has_gone_is_replaced_and_charges_nothing)
+{
+  run r;
+  prepare(&r);
+  kt_workers_spares *spares = kt_workers_spares_new(r.exe);
+  cr_assert_not_null(spares);
+  go_spares(&r, spares, 10);
+  for (int i = 0; i < 50 && kt_test_lines("ready.log") < 2; ++i)
+    usleep(20000);
+  const long spare = waiting_worker();
+  cr_assert_gt(spare, 0, "no spare started");
+  cr_assert_eq(kill((pid_t)spare, SIGKILL), 0);
+  cr_assert_eq(waitpid((pid_t)spare, NULL, 0), (pid_t)spare);
+  go_spares(&r, spares, 10);
+  for (int i = 0; i < NV; ++i)
+    expect(&r, i, "ok");
+  cr_expect_eq(workers_started(), 2);
+  cr_expect_neq(log_line("jobs.log", 1), spare);
+  kt_workers_spares_free(spares);
+  no_child_left();
+}
+
 /* ---- several GPUs ---------------------------------------------------------- */
 
 /* The worker processes started for each GPU, and the variants each was given. */
@@ -247,7 +382,7 @@ static void starts_by_gpu(char names[2][1024], int workers[2])
 static void go_spread(run *r, const int *devices, double timeout_s)
 {
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
-  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r, 7 /* ignored */};
+  kt_workers_opts o = {r->exe, timeout_s, 42, count_event, r, 7 /* ignored */, NULL};
   kt_workers_run_spread(&p, "64x64x64", r->vs, devices, NV, &o, r->out);
   errno = 0;
   cr_assert_eq(waitpid(-1, NULL, WNOHANG), -1, "a worker process was left behind");
@@ -284,13 +419,11 @@ Test(workers, the_gpus_measure_at_the_same_time)
   run r;
   prepare(&r);
   static const char *BOTH =
-      "#!/bin/sh\n"
-      "echo \"$*\" >> \"$LOG_DIR/starts.log\"\n"
-      "dev=$6; shift 6\n"
+      "#!/bin/sh\n" READ_JOB "dev=$2\n"
       "touch \"$LOG_DIR/gpu$dev\"\n"
       "for i in $(seq 100); do [ -e \"$LOG_DIR/gpu0\" ] && [ -e \"$LOG_DIR/gpu1\" ] && break;"
       " sleep 0.05; done\n"
-      "for name in \"$@\"; do\n"
+      "for name in $names; do\n"
       "  echo \"START $name\"\n"
       "  if [ -e \"$LOG_DIR/gpu0\" ] && [ -e \"$LOG_DIR/gpu1\" ]; then"
       " echo \"RESULT $name ok 1 1 0 1 -\"; else echo \"RESULT $name skipped 0 0 0 0 alone\"; fi\n"

@@ -588,6 +588,8 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
   int *from = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *from);
   kt_tune_result *out = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *out);
   recorder rec = {db, groups, ng, 0, ""};
+  /* NULL (out of memory) only costs the head start. */
+  kt_workers_spares *spares = kt_workers_spares_new(worker);
   if (!batch || !on || !from || !out)
     failed_db = 1;
   for (int f = 0; f < nf && !failed_db; ++f)
@@ -607,7 +609,7 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
           }
       /* Each result is recorded as it comes (on_event), not when the
        * problem is done: a tune killed mid-problem keeps what it measured. */
-      kt_workers_opts w = {worker, o->timeout_s, o->seed, on_event, &rec, 0};
+      kt_workers_opts w = {worker, o->timeout_s, o->seed, on_event, &rec, 0, spares};
       if (n > 0)
         kt_workers_run_spread(p, key, batch, on, n, &w, out);
       failed_db |= rec.failed;
@@ -630,6 +632,7 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
         }
       }
     }
+  kt_workers_spares_free(spares);
   free(batch), free(on), free(from), free(out);
   if (tty)
     fprintf(stderr, "\r%-110s\r", "");

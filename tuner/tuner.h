@@ -225,6 +225,16 @@ int kt_worker_main(int argc, char **argv); /* ktune __worker ... */
 
 /* ---- workers.c --------------------------------------------------------- */
 
+/* Workers started ahead, one per GPU, their CUDA context made while the
+ * problem before is measured; each waits for a job and does nothing on
+ * the GPU until it has one.  The first worker of a problem is the spare
+ * (taking it starts the next); later ones, after a crash, start then.
+ * kt_workers_spares_free ends those left.  exe: the worker program (NULL:
+ * this program), which must be the kt_workers_opts.exe it serves. */
+typedef struct kt_workers_spares kt_workers_spares;
+kt_workers_spares *kt_workers_spares_new(const char *exe);
+void kt_workers_spares_free(kt_workers_spares *s);
+
 typedef struct kt_workers_opts {
   const char *exe;         /* worker program; NULL = this program (/proc/self/exe) */
   double timeout_s;        /* per variant, from its START line */
@@ -235,7 +245,8 @@ typedef struct kt_workers_opts {
    * comes, and a kill loses at most the one in flight.  May be NULL. */
   void (*event)(void *user, const char *key, const char *variant, int device, const kt_tune_result *done);
   void *user;
-  int device; /* the CUDA ordinal the worker measures on */
+  int device;                /* the CUDA ordinal the worker measures on */
+  kt_workers_spares *spares; /* NULL: each worker starts when it is needed */
 } kt_workers_opts;
 
 /* Measure vs[0..n) on problem p (key names it in events) in worker

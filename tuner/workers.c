@@ -3,14 +3,21 @@
  *
  * A kernel that faults poisons the CUDA context of its whole process, and
  * one that hangs never returns, so the tuner never measures in its own
- * process.  It starts a worker (`ktune __worker FAMILY KEY DIST SEED DEVICE
- * NAME...`, worker.c) for a list of variants and reads its lines as they
- * come:
+ * process.  It starts a worker (`ktune __worker DEVICE`, worker.c), gives
+ * it a job on its stdin (the family, the problem, the distribution, the
+ * seed and the variants) and reads its lines as they come:
  *   START name                  the variant now in flight (its deadline starts)
  *   RESULT name status ...      its result
  * If the worker dies or passes the deadline, the variant in flight is
  * recorded as launch_failed or timed_out, the worker is killed and reaped,
  * and a fresh one goes on with the rest.
+ *
+ * A worker spends a third of a second making its CUDA context before it
+ * can measure (on an H100), once per problem: a tenth of a tune of the
+ * default problems.  So with spares (kt_workers_spares), the first worker
+ * of each problem is one started while the problem before was measured,
+ * its context ready; taking it starts the next.  A spare waits on its
+ * stdin and does nothing on the GPU until it has a job.
  *
  * On a host with several GPUs, kt_workers_run_spread gives each GPU its
  * share of the variants and runs the shares at once, one thread (and so
@@ -26,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -57,63 +65,173 @@ static void skip_rest(const kt_problem *p, const char *key, const kt_variant **v
   }
 }
 
-void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
-                    kt_tune_result *out)
+/* A worker process: its pid, the end of its stdout the tuner reads and the
+ * end of its stdin the tuner writes (-1 once closed). */
+typedef struct proc {
+  pid_t pid;
+  int out, in;
+} proc;
+
+/* Start `exe __worker DEVICE` (exe NULL: this program) into w: 0, or -1
+ * with errno.  Its stdin is a socket, so that writing to a worker that has
+ * died is an error (EPIPE) rather than SIGPIPE. */
+static int spawn(const char *exe, int device, proc *w)
+{
+  /* Close-on-exec: a worker that another thread starts meanwhile must not
+   * hold these open, or this one's end would go unseen. */
+  int out[2], in[2];
+  if (pipe2(out, O_CLOEXEC) != 0)
+    return -1;
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in) != 0) {
+    const int e = errno;
+    close(out[0]), close(out[1]);
+    errno = e;
+    return -1;
+  }
+  char dev[16];
+  snprintf(dev, sizeof dev, "%d", device);
+  char *const argv[] = {"ktune", "__worker", dev, NULL};
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    const int e = errno;
+    close(out[0]), close(out[1]), close(in[0]), close(in[1]);
+    errno = e;
+    return -1;
+  }
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans if the tuner dies */
+    if (getppid() == 1)               /* ... even if it died before prctl */
+      _exit(127);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(in[1], STDIN_FILENO);
+    execv(exe ? exe : "/proc/self/exe", argv);
+    _exit(127);
+  }
+  close(out[1]);
+  close(in[1]);
+  *w = (proc){pid, out[0], in[0]};
+  return 0;
+}
+
+/* Write all of buf to a worker's stdin: 0, or -1 (it has gone). */
+static int send_all(int fd, const char *buf, size_t len)
+{
+  while (len > 0) {
+    const ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      return -1;
+    buf += k, len -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Give w its job, vs[from..n) of p, and close its stdin: 0, or -1 when w
+ * cannot take it (gone, or out of memory here). */
+static int send_job(proc *w, const kt_problem *p, const kt_variant **vs, int from, int n, const kt_workers_opts *o)
 {
   const kt_family_ops *ops = kt_family_get(p->family);
-  if (!ops) {
-    skip_rest(p, key, vs, 0, n, o, out, "no such family");
-    return;
+  size_t len = 256;
+  for (int i = from; i < n; ++i)
+    len += strlen(vs[i]->name) + 1;
+  char *buf = malloc(len), problem[96];
+  int rc = -1;
+  if (buf) {
+    ops->key(p, problem, sizeof problem);
+    size_t k = (size_t)snprintf(buf, len, "%s\n%s\n%s\n%llu\n", ops->name, problem, p->dist[0] ? p->dist : "-",
+                                o->seed + (unsigned long long)from * 7919u);
+    for (int i = from; i < n && k < len; ++i)
+      k += (size_t)snprintf(buf + k, len - k, "%s\n", vs[i]->name);
+    rc = k < len ? send_all(w->in, buf, k) : -1;
   }
+  free(buf);
+  close(w->in);
+  w->in = -1;
+  return rc;
+}
+
+/* Kill and reap w. */
+static void end_proc(proc *w)
+{
+  if (w->pid <= 0)
+    return;
+  kill(w->pid, SIGKILL);
+  waitpid(w->pid, NULL, 0);
+  if (w->in >= 0)
+    close(w->in);
+  close(w->out);
+  w->pid = 0;
+}
+
+struct kt_workers_spares {
+  const char *exe;
+  proc w[KT_TUNE_MAX_GPUS]; /* pid 0: none */
+};
+
+kt_workers_spares *kt_workers_spares_new(const char *exe)
+{
+  kt_workers_spares *s = calloc(1, sizeof *s);
+  if (s)
+    s->exe = exe;
+  return s;
+}
+
+void kt_workers_spares_free(kt_workers_spares *s)
+{
+  if (!s)
+    return;
+  for (int d = 0; d < KT_TUNE_MAX_GPUS; ++d)
+    end_proc(&s->w[d]);
+  free(s);
+}
+
+/* A worker for GPU device into w, with p's job from vs[from]: the spare
+ * where there is one (then a new spare starts for the next taker), else a
+ * new one.  0, or -1 with errno. */
+static int start_worker(const kt_problem *p, const kt_variant **vs, int from, int n, const kt_workers_opts *o,
+                        kt_workers_spares *spares, proc *w)
+{
+  const int d = o->device;
+  if (spares && d >= 0 && d < KT_TUNE_MAX_GPUS && spares->w[d].pid > 0) {
+    *w = spares->w[d];
+    spares->w[d].pid = 0;
+    if (spawn(spares->exe, d, &spares->w[d]) != 0)
+      spares->w[d].pid = 0;
+    if (send_job(w, p, vs, from, n, o) == 0)
+      return 0;
+    end_proc(w); /* the spare had gone: a new worker instead */
+  }
+  if (spawn(o->exe, d, w) != 0)
+    return -1;
+  if (spares && d >= 0 && d < KT_TUNE_MAX_GPUS && spares->w[d].pid <= 0 && spawn(spares->exe, d, &spares->w[d]) != 0)
+    spares->w[d].pid = 0;
+  /* A worker that dies before reading its job shows as one that ended
+   * early: its exit status below says why. */
+  send_job(w, p, vs, from, n, o);
+  return 0;
+}
+
+/* kt_workers_run from its first worker, where given (pid > 0: started,
+ * its job sent).  The spares are taken on the caller's thread, never on a
+ * share's: a worker dies with the thread that started it
+ * (PR_SET_PDEATHSIG), and a spare must outlive the share that started it. */
+static void run_from(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
+                     const proc *first_worker, kt_tune_result *out)
+{
   int next = 0; /* first variant not yet reported */
   while (next < n) {
-    /* Close-on-exec: a worker that another thread starts meanwhile must
-     * not hold this pipe open, or this one's end would go unseen. */
-    int fd[2];
-    if (pipe2(fd, O_CLOEXEC) != 0) {
+    proc w;
+    if (next == 0 && first_worker && first_worker->pid > 0)
+      w = *first_worker;
+    else if (start_worker(p, vs, next, n, o, NULL, &w) != 0) {
       skip_rest(p, key, vs, next, n, o, out, strerror(errno));
       return;
     }
-    char problem[96], seed[32], device[16];
-    ops->key(p, problem, sizeof problem);
-    snprintf(seed, sizeof seed, "%llu", o->seed + (unsigned long long)next * 7919u);
-    snprintf(device, sizeof device, "%d", o->device);
-    const char **argv = calloc((size_t)n + 9, sizeof *argv);
-    int k = 0;
-    argv[k++] = "ktune";
-    argv[k++] = "__worker";
-    argv[k++] = ops->name;
-    argv[k++] = problem;
-    argv[k++] = p->dist[0] ? p->dist : "-";
-    argv[k++] = seed;
-    argv[k++] = device;
-    for (int i = next; i < n; ++i)
-      argv[k++] = vs[i]->name;
-    argv[k] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-      const char *why = strerror(errno);
-      free(argv);
-      close(fd[0]);
-      close(fd[1]);
-      skip_rest(p, key, vs, next, n, o, out, why);
-      return;
-    }
-    if (pid == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL); /* no orphans if the tuner dies */
-      if (getppid() == 1)               /* ... even if it died before prctl */
-        _exit(127);
-      dup2(fd[1], STDOUT_FILENO);
-      close(fd[0]);
-      close(fd[1]);
-      execv(o->exe ? o->exe : "/proc/self/exe", (char *const *)argv);
-      _exit(127);
-    }
-    free(argv);
-    close(fd[1]);
+    const pid_t pid = w.pid;
     const int first = next;
-    FILE *in = fdopen(fd[0], "r");
+    FILE *in = fdopen(w.out, "r");
     /* Unbuffered: poll() watches the descriptor, so no line may wait in a
      * stdio buffer where poll cannot see it. */
     setvbuf(in, NULL, _IONBF, 0);
@@ -123,7 +241,7 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
     size_t len = 0;
     int timed_out = 0;
     for (;;) {
-      struct pollfd pf = {fd[0], POLLIN, 0};
+      struct pollfd pf = {w.out, POLLIN, 0};
       int wait_ms = (int)((deadline - now_s()) * 1000);
       if (wait_ms < 0)
         wait_ms = 0;
@@ -199,6 +317,19 @@ void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs,
   }
 }
 
+void kt_workers_run(const kt_problem *p, const char *key, const kt_variant **vs, int n, const kt_workers_opts *o,
+                    kt_tune_result *out)
+{
+  if (!kt_family_get(p->family)) {
+    skip_rest(p, key, vs, 0, n, o, out, "no such family");
+    return;
+  }
+  proc first = {0};
+  if (o->spares && n > 0 && start_worker(p, vs, 0, n, o, o->spares, &first) != 0)
+    first.pid = 0;
+  run_from(p, key, vs, n, o, &first, out);
+}
+
 /* One GPU's share of a problem's variants. */
 typedef struct share {
   const kt_problem *p;
@@ -208,12 +339,13 @@ typedef struct share {
   int *at; /* where each result goes in the caller's out[] */
   int n;
   kt_tune_result *out;
+  proc first; /* its first worker, a spare taken on the caller's thread (pid 0: none) */
 } share;
 
 static void *run_share(void *arg)
 {
   share *s = arg;
-  kt_workers_run(s->p, s->key, s->vs, s->n, &s->o, s->out);
+  run_from(s->p, s->key, s->vs, s->n, &s->o, &s->first, s->out);
   return NULL;
 }
 
@@ -244,7 +376,7 @@ void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_varian
     if (g < nsh)
       continue;
     share *s = &sh[nsh++];
-    *s = (share){p, key, *o, svs + used, sat + used, 0, sout + used};
+    *s = (share){p, key, *o, svs + used, sat + used, 0, sout + used, {0}};
     s->o.device = devices[i];
     for (int j = i; j < n; ++j)
       if (devices[j] == devices[i]) {
@@ -253,6 +385,17 @@ void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_varian
       }
     used += s->n;
   }
+  if (!kt_family_get(p->family)) {
+    for (int i = 0; i < n; ++i) {
+      kt_tune_result_set(&out[i], p, vs[i], "skipped", "no such family");
+      if (o->event)
+        o->event(o->user, key, NULL, devices[i], &out[i]);
+    }
+    goto done;
+  }
+  for (int g = 0; g < nsh && o->spares; ++g)
+    if (start_worker(p, sh[g].vs, 0, sh[g].n, &sh[g].o, o->spares, &sh[g].first) != 0)
+      sh[g].first.pid = 0;
   /* One thread per GPU; the last share (or one no thread could take) runs
    * on this thread. */
   for (int g = 0; g + 1 < nsh; ++g)
