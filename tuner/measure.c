@@ -50,62 +50,41 @@ double kt_measure_median(double *x, int n)
 #define LONG_RUN_MS 10.0
 #define FEW_REPS 3
 
-/* Timed runs queued at once before the host waits for them.  Waiting on
- * each run before queuing the next flush left the GPU idle for the host's
- * turn-around every run: a tiny kernel's 50 runs each wait for a flush of
- * tens of microseconds, so that idle time was a real share of a tune.
- * Each run is still timed alone, between its own pair of events. */
-#define BATCH 8
-
 /* A warm-up, then timed runs of fn, each after an untimed write of
  * flush_bytes to flush; until max_reps, or min_reps and budget_ms spent.
  * best_ms >= 0: a candidate's timing, min_reps and budget_ms revised after
- * the first run (above); best_ms < 0: as given.  The first run goes alone
- * (it may revise them); then as many at a time (up to BATCH) as min_reps
- * still needs, or as the budget left takes at the mean time so far. */
+ * the first run (above); best_ms < 0: as given. */
 static int time_runs(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
                      double budget_ms, double best_ms, double *median_ms, int *reps)
 {
-  cudaEvent_t ev[2 * BATCH];
-  int nev = 0;
-  cudaError_t e = cudaSuccess;
+  cudaEvent_t start, stop;
+  cudaError_t e;
   double *t = malloc(sizeof(double) * (size_t)(max_reps > 0 ? max_reps : 1));
   if (!t)
     return (int)cudaErrorMemoryAllocation;
-  while (nev < 2 * BATCH && (e = cudaEventCreate(&ev[nev])) == cudaSuccess)
-    ++nev;
-  if (e != cudaSuccess)
-    goto out;
+  if ((e = cudaEventCreate(&start)) != cudaSuccess || (e = cudaEventCreate(&stop)) != cudaSuccess) {
+    free(t);
+    return (int)e;
+  }
   /* Warm-up: module load and first-touch costs stay out of the numbers. */
   if ((e = (cudaError_t)fn(ctx)) != cudaSuccess || (e = cudaDeviceSynchronize()) != cudaSuccess)
     goto out;
   double total = 0;
   int n = 0;
   while (n < max_reps && (n < min_reps || total < budget_ms)) {
-    int b = n == 0 ? 1 : n < min_reps ? min_reps - n : total > 0 ? (int)ceil((budget_ms - total) * n / total) : BATCH;
-    if (b > BATCH)
-      b = BATCH;
-    if (b > max_reps - n)
-      b = max_reps - n;
-    if (b < 1)
-      b = 1;
-    for (int i = 0; i < b; ++i) {
-      if (flush && flush_bytes)
-        cudaMemsetAsync(flush, (n + i) & 0xff, flush_bytes, 0);
-      cudaEventRecord(ev[2 * i], 0);
-      if ((e = (cudaError_t)fn(ctx)) != cudaSuccess)
-        goto out;
-      cudaEventRecord(ev[2 * i + 1], 0);
-    }
-    if ((e = cudaEventSynchronize(ev[2 * b - 1])) != cudaSuccess)
+    if (flush && flush_bytes)
+      cudaMemsetAsync(flush, n & 0xff, flush_bytes, 0);
+    cudaEventRecord(start, 0);
+    if ((e = (cudaError_t)fn(ctx)) != cudaSuccess)
       goto out;
-    for (int i = 0; i < b; ++i) {
-      float ms = 0;
-      cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]);
-      t[n++] = ms;
-      total += ms;
-    }
-    if (n == 1 && best_ms >= 0 && ((best_ms < INFINITY && t[0] > 3 * best_ms) || t[0] >= LONG_RUN_MS)) {
+    cudaEventRecord(stop, 0);
+    if ((e = cudaEventSynchronize(stop)) != cudaSuccess)
+      goto out;
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, stop);
+    t[n++] = ms;
+    total += ms;
+    if (n == 1 && best_ms >= 0 && ((best_ms < INFINITY && ms > 3 * best_ms) || ms >= LONG_RUN_MS)) {
       min_reps = FEW_REPS < max_reps ? FEW_REPS : max_reps;
       budget_ms = 0;
     }
@@ -114,8 +93,8 @@ static int time_runs(kt_measure_fn fn, void *ctx, void *flush, size_t flush_byte
   *median_ms = kt_measure_median(t, n);
   e = cudaGetLastError();
 out:
-  for (int i = 0; i < nev; ++i)
-    cudaEventDestroy(ev[i]);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
   free(t);
   return (int)e;
 }
