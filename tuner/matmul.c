@@ -70,10 +70,9 @@ void kt_tune_matmul_reference_row(const float *a, const float *B, long long ldb,
 }
 
 /* Products a thread of kt_tune_matmul_reference takes at least: 0.1 ms of
- * them on a core of the H100 host (0.8 ns a product there), against tens
- * of microseconds to start the thread.  A check's reference averages 4.6
- * million products: on that host 3.8 ms on one core, 0.9 ms in threads of
- * 2^19 or more, 0.4 in threads of 2^17. */
+ * them on a core of the H100 hosts (0.5 to 0.8 ns a product).  A check's
+ * reference averages 4.6 million products: 2.5 to 3.8 ms on one core of
+ * those hosts. */
 #define REF_PRODUCTS_PER_THREAD (1 << 17)
 
 typedef struct ref_job {

@@ -81,8 +81,9 @@ double kt_measure_median(double *x, int n); /* sorts x */
 /* the host's online CPUs, 1..KT_MEASURE_MAX_THREADS; */
 int kt_measure_cpus(void);
 /* body(jobs + i * job_size) for i < t (at most KT_MEASURE_MAX_THREADS), on
- * t - 1 more threads and this one; a thread that cannot start runs its job
- * here, so it never fails. */
+ * up to t - 1 threads kept from call to call and on this one, which runs
+ * what no thread takes (it never fails, whatever threads can start).  One
+ * caller at a time in a process. */
 void kt_measure_run_all(void *(*body)(void *), void *jobs, size_t job_size, int t);
 
 #ifdef __cplusplus
