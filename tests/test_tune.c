@@ -413,6 +413,42 @@ Test(tune_matmul, the_reference_on_threads_is_row_for_row_the_reference_row)
   }
 }
 
+static float unit_value(kt_rng *r)
+{
+  return kt_rng_float(r);
+}
+
+static void mark_chunk(size_t lo, size_t hi, size_t c, void *p)
+{
+  int *owner = p;
+  for (size_t i = lo; i < hi; ++i)
+    owner[i] += (int)c + 1;
+}
+
+/* A tuned problem's inputs are drawn on threads, a stream per chunk of
+ * 2^20 seeded from the seed and the chunk's index: the numbers do not
+ * depend on the threads, and every element is drawn once. */
+Test(tune_measure, fill_draws_each_chunk_from_a_stream_of_its_own)
+{
+  const size_t chunk = (size_t)1 << 20, n = 3 * chunk + 12345;
+  float *x = malloc(sizeof(float) * n);
+  int *owner = calloc(n, sizeof(int));
+  cr_assert(x && owner);
+  kt_measure_fill(x, n, 77, unit_value);
+  for (size_t c = 0; c * chunk < n; ++c) {
+    kt_rng s = {77 + c}, r = {kt_rng_next(&s)};
+    for (size_t i = c * chunk; i < n && i < (c + 1) * chunk; ++i) {
+      const float want = kt_rng_float(&r);
+      cr_assert(x[i] == want, "x[%zu] = %g, want %g", i, x[i], want);
+    }
+  }
+  kt_measure_chunks(n, 1000, mark_chunk, owner);
+  for (size_t i = 0; i < n; ++i)
+    cr_assert_eq(owner[i], (int)(i / 1000) + 1, "element %zu", i);
+  free(x);
+  free(owner);
+}
+
 Test(tune_gemm, the_reference_is_the_element_wise_sum_of_the_rounded_inputs_bit_for_bit)
 {
   /* Every type and op pair, padded rows, full FP32 inputs (which TF32 and

@@ -62,7 +62,22 @@ static uint16_t bits16(float x, int type)
   return (uint16_t)(sign | (uint32_t)e << 10 | ((u >> 13) & 0x3ffu));
 }
 
-/* Copy n floats to the device as `type` stores them. */
+typedef struct convert_job {
+  uint16_t *h;
+  const float *src;
+  int type;
+} convert_job;
+
+static void convert(size_t lo, size_t hi, size_t c, void *p)
+{
+  (void)c;
+  const convert_job *j = p;
+  for (size_t i = lo; i < hi; ++i)
+    j->h[i] = bits16(j->src[i], j->type);
+}
+
+/* Copy n floats to the device as `type` stores them (16-bit types
+ * converted here, on threads). */
 static cudaError_t upload(void *dst, const float *src, size_t n, int type)
 {
   if (type == KT_F32 || type == KT_TF32)
@@ -70,8 +85,8 @@ static cudaError_t upload(void *dst, const float *src, size_t n, int type)
   uint16_t *h = malloc(n * 2 + 2);
   if (!h)
     return cudaErrorMemoryAllocation;
-  for (size_t i = 0; i < n; ++i)
-    h[i] = bits16(src[i], type);
+  convert_job j = {h, src, type};
+  kt_measure_chunks(n, (size_t)1 << 20, convert, &j);
   const cudaError_t e = cudaMemcpy(dst, h, n * 2, cudaMemcpyHostToDevice);
   free(h);
   return e;
@@ -306,6 +321,11 @@ static void teardown(void *state)
   free(in);
 }
 
+static float exact_value(kt_rng *r)
+{
+  return kt_tune_gemm_value(r, KT_BF16);
+}
+
 static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed, char *err, size_t errlen)
 {
   inputs *in = calloc(1, sizeof *in);
@@ -329,10 +349,8 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
             cudaMallocHost((void **)&in->staging, sizeof(float) * KT_TUNE_MATMUL_SAMPLES);
   if (!bad) {
     /* Multiples of 2^-8: exact in every type, so the reference needs no rounding. */
-    for (size_t i = 0; i < na; ++i)
-      in->hA[i] = kt_tune_gemm_value(&r, KT_BF16);
-    for (size_t i = 0; i < nb; ++i)
-      in->hB[i] = kt_tune_gemm_value(&r, KT_BF16);
+    kt_measure_fill(in->hA, na, kt_rng_next(&r), exact_value);
+    kt_measure_fill(in->hB, nb, kt_rng_next(&r), exact_value);
     bad = upload(in->dA, in->hA, na, type) || upload(in->dB, in->hB, nb, type);
   }
   if (bad) {

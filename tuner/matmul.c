@@ -418,6 +418,11 @@ static void teardown(void *state)
   free(in);
 }
 
+static float uniform(kt_rng *r)
+{
+  return kt_rng_float(r);
+}
+
 static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed, char *err, size_t errlen)
 {
   inputs *in = calloc(1, sizeof *in);
@@ -440,10 +445,8 @@ static void *setup(const kt_device_info *dev, const kt_problem *p, uint64_t seed
     teardown(in);
     return NULL;
   }
-  for (size_t i = 0; i < na; ++i)
-    in->hA[i] = kt_rng_float(&r);
-  for (size_t i = 0; i < nb; ++i)
-    in->hB[i] = kt_rng_float(&r);
+  kt_measure_fill(in->hA, na, kt_rng_next(&r), uniform);
+  kt_measure_fill(in->hB, nb, kt_rng_next(&r), uniform);
   cudaMemcpy(in->dA, in->hA, na * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(in->dB, in->hB, nb * 4, cudaMemcpyHostToDevice);
   return in;

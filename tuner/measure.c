@@ -219,3 +219,57 @@ void kt_measure_run_all(void *(*body)(void *), void *jobs, size_t job_size, int 
   pool.t = 0, pool.next = 0;
   pthread_mutex_unlock(&pool.lock);
 }
+
+typedef struct chunk_job {
+  void (*fn)(size_t lo, size_t hi, size_t c, void *ctx);
+  void *ctx;
+  size_t n, chunk, chunks;
+  int first, stride;
+} chunk_job;
+
+static void *chunk_body(void *p)
+{
+  const chunk_job *j = p;
+  for (size_t c = (size_t)j->first; c < j->chunks; c += (size_t)j->stride)
+    j->fn(c * j->chunk, c * j->chunk + j->chunk < j->n ? c * j->chunk + j->chunk : j->n, c, j->ctx);
+  return NULL;
+}
+
+void kt_measure_chunks(size_t n, size_t chunk, void (*fn)(size_t lo, size_t hi, size_t c, void *ctx), void *ctx)
+{
+  if (chunk < 1)
+    chunk = 1;
+  const size_t chunks = (n + chunk - 1) / chunk;
+  int t = kt_measure_cpus();
+  if ((size_t)t > chunks)
+    t = (int)chunks;
+  if (t < 1)
+    t = 1;
+  chunk_job jobs[KT_MEASURE_MAX_THREADS];
+  for (int i = 0; i < t; ++i)
+    jobs[i] = (chunk_job){fn, ctx, n, chunk, chunks, i, t};
+  kt_measure_run_all(chunk_body, jobs, sizeof jobs[0], t);
+}
+
+/* Elements a chunk of kt_measure_fill draws from a stream of its own. */
+#define FILL_CHUNK ((size_t)1 << 20)
+
+typedef struct fill_ctx {
+  float *x;
+  uint64_t seed;
+  float (*value)(kt_rng *r);
+} fill_ctx;
+
+static void fill_chunk(size_t lo, size_t hi, size_t c, void *p)
+{
+  const fill_ctx *f = p;
+  kt_rng s = {f->seed + c}, r = {kt_rng_next(&s)};
+  for (size_t i = lo; i < hi; ++i)
+    f->x[i] = f->value(&r);
+}
+
+void kt_measure_fill(float *x, size_t n, uint64_t seed, float (*value)(kt_rng *r))
+{
+  fill_ctx f = {x, seed, value};
+  kt_measure_chunks(n, FILL_CHUNK, fill_chunk, &f);
+}
