@@ -92,16 +92,39 @@ int kt_worker_main(int argc, char **argv)
     fprintf(stderr, "worker: cudaSetDevice(%d): %s\n", dev.ordinal, cudaGetErrorString(e));
     return 2;
   }
-  char *job[4] = {NULL}, *line = NULL;
+  /* The whole job at once, before any work: the tuner may not read this
+   * worker's results until it has written all of it. */
+  char *job[4] = {NULL}, **names = NULL, *line = NULL;
   size_t cap[4] = {0}, line_cap = 0;
-  int got = 0;
-  while (got < 4 && next_line(stdin, &job[got], &cap[got]) == 0)
-    ++got;
-  int rc = 0;
-  const kt_tune_family *tf = got == 4 ? kt_tune_family_find(job[0]) : NULL;
-  const kt_family_ops *ops = tf ? kt_family_get(tf->id) : NULL;
+  int got = 0, nnames = 0, room = 0, rc = 0;
+  const kt_tune_family *tf = NULL;
+  const kt_family_ops *ops = NULL;
   kt_problem p;
   void *inputs = NULL;
+  while (got < 4 && next_line(stdin, &job[got], &cap[got]) == 0)
+    ++got;
+  while (next_line(stdin, &line, &line_cap) == 0) {
+    if (!*line)
+      continue;
+    if (nnames == room) {
+      room = room ? 2 * room : 256;
+      char **more = realloc(names, sizeof *names * (size_t)room);
+      if (!more) {
+        fprintf(stderr, "worker: out of memory for the job\n");
+        rc = 2;
+        goto out;
+      }
+      names = more;
+    }
+    if (!(names[nnames] = strdup(line))) {
+      fprintf(stderr, "worker: out of memory for the job\n");
+      rc = 2;
+      goto out;
+    }
+    ++nnames;
+  }
+  tf = got == 4 ? kt_tune_family_find(job[0]) : NULL;
+  ops = tf ? kt_family_get(tf->id) : NULL;
   if (got == 0) /* a worker started ahead that got no job */
     goto out;
   rc = 2;
@@ -119,10 +142,8 @@ int kt_worker_main(int argc, char **argv)
   }
   rc = 0;
   double best = INFINITY;
-  while (next_line(stdin, &line, &line_cap) == 0) {
-    const char *name = line;
-    if (!*name)
-      continue;
+  for (int i = 0; i < nnames; ++i) {
+    const char *name = names[i];
     const kt_variant *v = kt_registry_find(name, &dev);
     printf("START %s\n", name);
     fflush(stdout);
@@ -154,6 +175,9 @@ out:
     tf->teardown(inputs);
   for (int i = 0; i < 4; ++i)
     free(job[i]);
+  for (int i = 0; i < nnames; ++i)
+    free(names[i]);
+  free(names);
   free(line);
   return rc;
 }
