@@ -5,6 +5,7 @@
  * finds in the registry, and whole tunes on described GPUs with a fake
  * worker: resumed after a kill, --fresh, spread over two GPUs. */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -447,6 +448,52 @@ Test(tune_measure, fill_draws_each_chunk_from_a_stream_of_its_own)
     cr_assert_eq(owner[i], (int)(i / 1000) + 1, "element %zu", i);
   free(x);
   free(owner);
+}
+
+typedef struct sum_job {
+  long lo, hi, sum;
+} sum_job;
+
+static void *sum_range(void *p)
+{
+  sum_job *j = p;
+  j->sum = 0;
+  for (long i = j->lo; i < j->hi; ++i)
+    j->sum += i;
+  return NULL;
+}
+
+/* Threads each running batches of every size at once (the histogram
+ * bench makes its samples so): every job of every batch runs, once, before
+ * its caller returns. */
+static void *batches(void *p)
+{
+  long *bad = p;
+  for (int it = 0; it < 400; ++it) {
+    const int t = 2 + it % (KT_MEASURE_MAX_THREADS - 1);
+    const long n = 1000 + it % 777;
+    sum_job jobs[KT_MEASURE_MAX_THREADS];
+    for (int i = 0; i < t; ++i)
+      jobs[i] = (sum_job){n * i / t, n * (i + 1) / t, -1};
+    kt_measure_run_all(sum_range, jobs, sizeof jobs[0], t);
+    long sum = 0;
+    for (int i = 0; i < t; ++i)
+      sum += jobs[i].sum;
+    *bad += sum != n * (n - 1) / 2;
+  }
+  return NULL;
+}
+
+Test(tune_measure, batches_from_several_threads_at_once_each_run_whole)
+{
+  pthread_t th[4];
+  long bad[4] = {0};
+  for (int i = 0; i < 4; ++i)
+    cr_assert_eq(pthread_create(&th[i], NULL, batches, &bad[i]), 0);
+  for (int i = 0; i < 4; ++i) {
+    pthread_join(th[i], NULL);
+    cr_expect_eq(bad[i], 0, "thread %d: %ld batches came back short", i, bad[i]);
+  }
 }
 
 Test(tune_gemm, the_reference_is_the_element_wise_sum_of_the_rounded_inputs_bit_for_bit)

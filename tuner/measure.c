@@ -148,18 +148,36 @@ int kt_measure_cpus(void)
  * starting fifteen threads for each check's reference took about as long
  * as the reference on them.  A batch is jobs [0, t); the caller runs job 0
  * and any no thread has taken; next is the next job to take, running
- * those taken by the threads and not yet done.  pid: the process that
- * started the threads (a forked child has none of them). */
+ * those taken by the threads and not yet done.  One batch at a time (user
+ * held by its caller); a caller that finds the pool busy (another thread's
+ * batch: the histogram bench makes its samples on threads of its own)
+ * starts threads of its own, as before.  A forked child has none of the
+ * parent's threads: reset, it starts its own. */
 static struct {
-  pthread_mutex_t lock;
+  pthread_mutex_t user, lock;
   pthread_cond_t go, done;
-  pid_t pid;
   int threads;
   void *(*body)(void *);
   char *jobs;
   size_t job_size;
   int t, next, running;
 } pool;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_reset(void)
+{
+  pthread_mutex_init(&pool.user, NULL);
+  pthread_mutex_init(&pool.lock, NULL);
+  pthread_cond_init(&pool.go, NULL);
+  pthread_cond_init(&pool.done, NULL);
+  pool.threads = 0, pool.t = 0, pool.next = 0, pool.running = 0;
+}
+
+static void pool_init(void)
+{
+  pool_reset();
+  pthread_atfork(NULL, NULL, pool_reset);
+}
 
 static void *pool_thread(void *unused)
 {
@@ -179,6 +197,22 @@ static void *pool_thread(void *unused)
   return NULL;
 }
 
+/* The batch on threads started for it alone; a thread that cannot start
+ * runs its job here. */
+static void run_unpooled(void *(*body)(void *), void *jobs, size_t job_size, int t)
+{
+  pthread_t th[KT_MEASURE_MAX_THREADS];
+  int started[KT_MEASURE_MAX_THREADS] = {0};
+  for (int i = 1; i < t; ++i)
+    started[i] = pthread_create(&th[i], NULL, body, (char *)jobs + i * job_size) == 0;
+  body(jobs);
+  for (int i = 1; i < t; ++i)
+    if (started[i])
+      pthread_join(th[i], NULL);
+    else
+      body((char *)jobs + i * job_size);
+}
+
 void kt_measure_run_all(void *(*body)(void *), void *jobs, size_t job_size, int t)
 {
   if (t > KT_MEASURE_MAX_THREADS)
@@ -187,12 +221,10 @@ void kt_measure_run_all(void *(*body)(void *), void *jobs, size_t job_size, int 
     body(jobs);
     return;
   }
-  if (pool.pid != getpid()) { /* first use in this process */
-    pthread_mutex_init(&pool.lock, NULL);
-    pthread_cond_init(&pool.go, NULL);
-    pthread_cond_init(&pool.done, NULL);
-    pool.threads = 0, pool.t = 0, pool.next = 0, pool.running = 0;
-    pool.pid = getpid();
+  pthread_once(&pool_once, pool_init);
+  if (pthread_mutex_trylock(&pool.user) != 0) {
+    run_unpooled(body, jobs, job_size, t);
+    return;
   }
   pthread_mutex_lock(&pool.lock);
   while (pool.threads < t - 1) {
@@ -218,6 +250,7 @@ void kt_measure_run_all(void *(*body)(void *), void *jobs, size_t job_size, int 
     pthread_cond_wait(&pool.done, &pool.lock);
   pool.t = 0, pool.next = 0;
   pthread_mutex_unlock(&pool.lock);
+  pthread_mutex_unlock(&pool.user);
 }
 
 typedef struct chunk_job {

@@ -82,8 +82,9 @@ double kt_measure_median(double *x, int n); /* sorts x */
 int kt_measure_cpus(void);
 /* body(jobs + i * job_size) for i < t (at most KT_MEASURE_MAX_THREADS), on
  * up to t - 1 threads kept from call to call and on this one, which runs
- * what no thread takes (it never fails, whatever threads can start).  One
- * caller at a time in a process. */
+ * what no thread takes (it never fails, whatever threads can start).
+ * Callers on several threads at once are served, the kept threads taking
+ * one batch at a time (the others get threads of their own). */
 void kt_measure_run_all(void *(*body)(void *), void *jobs, size_t job_size, int t);
 /* fn(lo, hi, c, ctx) for each chunk c = [lo, hi) of [0, n) (chunk
  * elements each, the last shorter), the chunks spread over up to
