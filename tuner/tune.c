@@ -41,6 +41,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cuda_runtime_api.h>
+
 #include "kt_internal.h"
 #include "registry.h"
 #include "tuner.h"
@@ -496,6 +498,22 @@ static int add_misses(const kt_tune_opts *o, const group *groups, int ng, kt_pro
   return ntaken;
 }
 
+/* Spare workers (workers.c) hold a CUDA context beside the worker that
+ * measures: not on a GPU whose compute mode lets one process at a time
+ * have one (exclusive-process), where the two would shut each other out.
+ * A GPU that cannot be asked (described GPUs in tests) does not object. */
+static int spares_allowed(const kt_device_info *gpus, int n)
+{
+  int ok = 1;
+  for (int i = 0; i < n && ok; ++i) {
+    int mode = cudaComputeModeDefault;
+    ok = cudaDeviceGetAttribute(&mode, cudaDevAttrComputeMode, gpus[i].ordinal) != cudaSuccess ||
+         mode == cudaComputeModeDefault;
+  }
+  cudaGetLastError();
+  return ok;
+}
+
 int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, kt_db *db, const char *worker)
 {
   const int nf = kt_tune_family_count;
@@ -588,8 +606,9 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
   int *from = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *from);
   kt_tune_result *out = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *out);
   recorder rec = {db, groups, ng, 0, ""};
-  /* NULL (out of memory) only costs the head start. */
-  kt_workers_spares *spares = kt_workers_spares_new(worker);
+  /* NULL (out of memory, or a GPU that takes one process at a time) only
+   * costs the head start. */
+  kt_workers_spares *spares = spares_allowed(gpus, ngpus) ? kt_workers_spares_new(worker) : NULL;
   if (!batch || !on || !from || !out)
     failed_db = 1;
   for (int f = 0; f < nf && !failed_db; ++f)
