@@ -324,9 +324,9 @@ Test(workers, a_crash_with_spares_costs_the_variant_in_flight_only)
     expect(&r, i, i == 2 ? "launch_failed" : "ok");
   cr_expect_eq(workers_started(), 2);
   cr_expect_eq(r.events_done, NV);
+  cr_expect_neq(log_line("jobs.log", 1), waiting_worker(), "the rest of the problem went to the spare");
   kt_workers_spares_free(spares);
   no_child_left();
-  cr_expect_eq(kt_test_lines("ready.log"), 3, "the first worker, the spare and the one after the crash");
 }
 
 /* A spare that has gone before its job (here killed and reaped) is
@@ -455,4 +455,40 @@ Test(workers, a_crash_on_one_gpu_costs_that_variant_only)
   starts_by_gpu(names, workers);
   cr_expect(workers[0] == 2 && workers[1] == 2, "a fresh worker on each GPU after its failure: %d, %d", workers[0],
             workers[1]);
+}
+
+/* Spread over two GPUs with spares: each GPU's first worker of the next
+ * problem is the spare started for that GPU during this one (taken on the
+ * caller's thread, so it outlives the thread of the share that started
+ * it); freeing the spares leaves no process behind. */
+Test(workers, spread_with_spares_gives_each_gpu_its_own_spare)
+{
+  run r;
+  prepare(&r);
+  setenv("PAUSE", "0.1", 1);
+  kt_workers_spares *spares = kt_workers_spares_new(r.exe);
+  cr_assert_not_null(spares);
+  kt_problem p = kt_test_matmul_problem(64, 64, 64);
+  kt_workers_opts o = {r.exe, 10, 42, count_event, &r, 7 /* ignored */, spares};
+  const int devices[NV] = {1, 0, 1, 0, 1};
+  kt_workers_run_spread(&p, "64x64x64", r.vs, devices, NV, &o, r.out);
+  for (int i = 0; i < NV; ++i)
+    expect(&r, i, "ok");
+  long waiting[2] = {-1, -1};
+  for (int i = 0, w = 0; log_line("ready.log", i) > 0 && w < 2; ++i) {
+    int had_job = 0;
+    for (int j = 0; log_line("jobs.log", j) > 0; ++j)
+      had_job |= log_line("jobs.log", j) == log_line("ready.log", i);
+    if (!had_job)
+      waiting[w++] = log_line("ready.log", i);
+  }
+  cr_assert(waiting[0] > 0 && waiting[1] > 0, "two spares, one a GPU, wait after the first problem");
+  kt_workers_run_spread(&p, "64x64x64", r.vs, devices, NV, &o, r.out);
+  for (int i = 0; i < NV; ++i)
+    expect(&r, i, "ok");
+  const long third = log_line("jobs.log", 2), fourth = log_line("jobs.log", 3);
+  cr_expect((third == waiting[0] && fourth == waiting[1]) || (third == waiting[1] && fourth == waiting[0]),
+            "the second problem ran in %ld and %ld, not the spares %ld and %ld", third, fourth, waiting[0], waiting[1]);
+  kt_workers_spares_free(spares);
+  no_child_left();
 }

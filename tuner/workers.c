@@ -114,16 +114,27 @@ static int spawn(const char *exe, int device, proc *w)
   return 0;
 }
 
-/* Write all of buf to a worker's stdin: 0, or -1 (it has gone). */
-static int send_all(int fd, const char *buf, size_t len)
+/* Write all of buf to a worker's stdin within timeout_s: 0, or -1 (it has
+ * gone, or read nothing for that long: a worker reads its job once its
+ * CUDA context is made, and a job longer than the socket's buffer waits
+ * for that). */
+static int send_all(int fd, const char *buf, size_t len, double timeout_s)
 {
+  const double deadline = now_s() + timeout_s;
   while (len > 0) {
-    const ssize_t k = send(fd, buf, len, MSG_NOSIGNAL);
+    const ssize_t k = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k > 0) {
+      buf += k, len -= (size_t)k;
+      continue;
+    }
     if (k < 0 && errno == EINTR)
       continue;
-    if (k <= 0)
+    if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
       return -1;
-    buf += k, len -= (size_t)k;
+    struct pollfd pf = {fd, POLLOUT, 0};
+    const int wait_ms = (int)((deadline - now_s()) * 1000);
+    if (wait_ms <= 0 || (poll(&pf, 1, wait_ms) < 0 && errno != EINTR))
+      return -1;
   }
   return 0;
 }
@@ -144,7 +155,7 @@ static int send_job(proc *w, const kt_problem *p, const kt_variant **vs, int fro
                                 o->seed + (unsigned long long)from * 7919u);
     for (int i = from; i < n && k < len; ++i)
       k += (size_t)snprintf(buf + k, len - k, "%s\n", vs[i]->name);
-    rc = k < len ? send_all(w->in, buf, k) : -1;
+    rc = k < len ? send_all(w->in, buf, k, o->timeout_s) : -1;
   }
   free(buf);
   close(w->in);
