@@ -138,7 +138,8 @@ Test(matmul_gpu, a_float4_variant_stages_a_long_b_a_panel_at_a_time)
 }
 
 /* Stand-ins for a broken variant: a real one launched on one row fewer
- * (the last row of C left as it was) or one step of K fewer. */
+ * (the last row of C left as it was), one step of K fewer, or on C one
+ * row further on (its last row written past the end of C). */
 static const kt_variant *faulty_of;
 static int faulty_fault;
 static int faulty_launch(const void *args, cudaStream_t s)
@@ -146,8 +147,10 @@ static int faulty_launch(const void *args, cudaStream_t s)
   kt_matmul_args a = *(const kt_matmul_args *)args;
   if (faulty_fault == 0)
     a.M -= 1;
-  else
+  else if (faulty_fault == 1)
     a.K -= 1;
+  else
+    a.C += a.ldc;
   return faulty_of->launch(&a, s);
 }
 
@@ -155,8 +158,9 @@ static int faulty_launch(const void *args, cudaStream_t s)
  * (kt_tune_matmul_check_with): a check must see only what its own launch
  * wrote, so a variant that leaves the last row of C unwritten, right after
  * a correct variant filled those very buffers with the right answer (same
- * shape, same seed), still fails; so does one a step of K short, in
- * buffers that grew and then shrank around it. */
+ * shape, same seed), still fails; so do one a step of K short, in buffers
+ * that grew and then shrank around it, and one that writes past the end
+ * of C, where an earlier, larger check left its numbers. */
 Test(matmul_gpu, checks_in_kept_buffers_see_only_their_own_launch)
 {
   const kt_variant *v = NULL;
@@ -174,15 +178,17 @@ Test(matmul_gpu, checks_in_kept_buffers_see_only_their_own_launch)
     const int m = 2 + (int)(kt_rng_next(&r) % 200), n = 1 + (int)(kt_rng_next(&r) % 200),
               k = 2 + (int)(kt_rng_next(&r) % 300), shift = t % 2;
     const long long lda = k + 1, ldb = (n + 3) / 4 * 4 + 4, ldc = (n + 3) / 4 * 4 + 8;
-    const float beta = t % 3 ? 0.0f : 0.5f;
+    const float beta = t < 3 ? 0.5f : 0.0f;
     const uint64_t seed = kt_rng_next(&r);
     kt_check c;
     kt_tune_matmul_check_with(&b, v, &gpu, m, n, k, lda, ldb, ldc, 1.0f, beta, shift, seed, &c);
     cr_expect(c.ok, "%s at %dx%dx%d: %s", v->name, m, n, k, c.reason);
-    faulty_fault = t % 2;
+    static const char *const faults[] = {"one row short", "one step of K short", "a row further on"};
+    faulty_fault = t % 3;
     kt_tune_matmul_check_with(&b, &faulty, &gpu, m, n, k, lda, ldb, ldc, 1.0f, beta, shift, seed, &c);
-    cr_expect(!c.ok && !c.launch_failed, "%s short of a %s at %dx%dx%d passed", v->name, t % 2 ? "step of K" : "row", m,
-              n, k);
+    cr_expect(!c.ok && !c.launch_failed, "%s %s at %dx%dx%d passed", v->name, faults[t % 3], m, n, k);
+    if (t % 3 == 2)
+      cr_expect(strstr(c.reason, "past the end of C") != NULL, "%s %s: %s", v->name, faults[2], c.reason);
   }
   kt_tune_matmul_buffers_free(&b);
 }

@@ -408,9 +408,10 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     return;
   }
   char why[256] = "";
-  if (kt_tune_matmul_sample(in->dC, M, N, K, in->hA, in->lda, in->op_a, in->hB, in->ldb, in->op_b, type, in->staging,
-                            &vr, &worst, why, sizeof why)) {
-    kt_tune_result_set(r, &in->p, v, "wrong", why);
+  const int sampled = kt_tune_matmul_sample(in->dC, M, N, K, in->hA, in->lda, in->op_a, in->hB, in->ldb, in->op_b, type,
+                                            in->staging, &vr, &worst, why, sizeof why);
+  if (sampled) {
+    kt_tune_result_set(r, &in->p, v, sampled == -2 ? "launch_failed" : "wrong", why);
     r->m.max_err = INFINITY;
     return;
   }

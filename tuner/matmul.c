@@ -183,6 +183,12 @@ static void fill_rows(float *x, int rows, int cols, long long ld, kt_rng *r, flo
   }
 }
 
+/* Floats past the end of A, B and C that a check fills (kept buffers hold
+ * an earlier, larger check's numbers there): NaN after A and B, so that a
+ * kernel reading past either poisons its result; NaN after C, which must
+ * come back untouched. */
+#define TAIL 64
+
 void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, const kt_device_info *dev, int M, int N,
                                int K, long long lda, long long ldb, long long ldc, float alpha, float beta, int shift,
                                uint64_t seed, kt_check *out)
@@ -191,9 +197,9 @@ void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, c
   kt_rng r = {seed};
   const size_t na = (size_t)M * lda, nb = (size_t)K * ldb, nc = (size_t)M * ldc;
   const size_t off = shift ? 1 : 0;
-  if (grow(na + off, 4, &b->na, (void **)&b->A, NULL, (void **)&b->dA, out) ||
-      grow(nb + off, 4, &b->nb, (void **)&b->B, NULL, (void **)&b->dB, out) ||
-      grow(nc + off, 4, &b->nc, (void **)&b->C0, (void **)&b->C, (void **)&b->dC, out) ||
+  if (grow(na + off + TAIL, 4, &b->na, (void **)&b->A, NULL, (void **)&b->dA, out) ||
+      grow(nb + off + TAIL, 4, &b->nb, (void **)&b->B, NULL, (void **)&b->dB, out) ||
+      grow(nc + off + TAIL, 4, &b->nc, (void **)&b->C0, (void **)&b->C, (void **)&b->dC, out) ||
       grow((size_t)M * N, sizeof(double), &b->nmn, (void **)&b->ref, (void **)&b->mag, NULL, out))
     return;
   float *A = b->A, *B = b->B, *C0 = b->C0, *C = b->C, *dA = b->dA, *dB = b->dB, *dC = b->dC;
@@ -207,7 +213,10 @@ void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, c
   fill_rows(C0, M, N, ldc, beta != 0.0f ? &r : NULL, NAN, 1234.5f);
   if (kt_measure_cuda_failed(out, cudaMemcpy(dA + off, A, na * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
       kt_measure_cuda_failed(out, cudaMemcpy(dB + off, B, nb * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(dC + off, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
+      kt_measure_cuda_failed(out, cudaMemcpy(dC + off, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy") ||
+      kt_measure_cuda_failed(out, cudaMemset(dA + off + na, 0xff, TAIL * 4), "cudaMemset") ||
+      kt_measure_cuda_failed(out, cudaMemset(dB + off + nb, 0xff, TAIL * 4), "cudaMemset") ||
+      kt_measure_cuda_failed(out, cudaMemset(dC + off + nc, 0xff, TAIL * 4), "cudaMemset"))
     return;
   kt_matmul_args a = {
       M, N, K, alpha, beta, dA + off, dB + off, dC + off, lda, ldb, ldc, dev->sm_count, kt_device_pool(dev->ordinal)};
@@ -217,8 +226,17 @@ void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, c
   double *ref = b->ref, *mag = b->mag;
   kt_tune_matmul_reference(A, lda, B, ldb, M, N, K, ref, mag);
   if (kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(C, dC + off, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
+      kt_measure_cuda_failed(out, cudaMemcpy(C, dC + off, (nc + TAIL) * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
     return;
+  for (size_t i = nc; i < nc + TAIL; ++i) {
+    uint32_t bits;
+    memcpy(&bits, &C[i], sizeof bits);
+    if (bits != 0xffffffffu) {
+      snprintf(out->reason, sizeof out->reason, "wrote past the end of C (float %zu after it) at %dx%dx%d ldc %lld",
+               i - nc, M, N, K, ldc);
+      return;
+    }
+  }
   out->ok = 1;
   for (int i = 0; i < M && out->ok; ++i) {
     for (int j = 0; j < (int)ldc; ++j) {
@@ -508,9 +526,10 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
     return;
   }
   char why[256] = "";
-  if (kt_tune_matmul_sample(in->dC, M, N, K, in->hA, K, 0, in->hB, N, 0, KT_F32, in->staging, &vr, &worst, why,
-                            sizeof why)) {
-    kt_tune_result_set(r, &in->p, v, "wrong", why);
+  const int sampled = kt_tune_matmul_sample(in->dC, M, N, K, in->hA, K, 0, in->hB, N, 0, KT_F32, in->staging, &vr,
+                                            &worst, why, sizeof why);
+  if (sampled) {
+    kt_tune_result_set(r, &in->p, v, sampled == -2 ? "launch_failed" : "wrong", why);
     r->m.max_err = INFINITY;
     return;
   }
@@ -536,7 +555,7 @@ int kt_tune_matmul_sample(const float *dC, int M, int N, int K, const float *hA,
   const cudaError_t e = cudaStreamSynchronize(0);
   if (e != cudaSuccess) {
     snprintf(why, whylen, "copying C back: %s", cudaGetErrorString(e));
-    return -1;
+    return -2;
   }
   for (int s = 0; s < KT_TUNE_MATMUL_SAMPLES; ++s) {
     double ref = 0, mag = 0;

@@ -9,7 +9,9 @@
  * worst-case bound for any order of fp32 summation (gamma_K), so it grows
  * linearly with K; wrong indexing misses it by orders of magnitude.
  * Padding beyond each row (lda > K ...) holds NaN, so a kernel that reads
- * it fails; C's padding holds a sentinel that must survive.
+ * it fails; C's padding holds a sentinel that must survive.  So do the 64
+ * floats past the end of each matrix: NaN after A and B, NaN after C that
+ * must come back untouched.
  */
 #ifndef KT_TUNE_MATMUL_H
 #define KT_TUNE_MATMUL_H
@@ -92,7 +94,8 @@ void kt_tune_matmul_buffers_free(kt_tune_matmul_buffers *b);
  * within kt_tune_gemm_bound(type) (KT_F32: the FP32 bound).  staging:
  * KT_TUNE_MATMUL_SAMPLES pinned floats to copy them into, or NULL (then
  * each copy waits for the last).  0, raising *worst to the worst |err| /
- * bound; or -1 with the first wrong element in why. */
+ * bound; or -1 with the first wrong element in why, -2 with the CUDA
+ * error that the copies met (the context may be poisoned). */
 #define KT_TUNE_MATMUL_SAMPLES 48
 int kt_tune_matmul_sample(const float *dC, int M, int N, int K, const float *hA, long long lda, int op_a,
                           const float *hB, long long ldb, int op_b, int type, float *staging, kt_rng *r, double *worst,
