@@ -130,15 +130,15 @@ static long log_line(const char *name, int i)
   return v;
 }
 
-/* The pid in ready.log that is not in jobs.log (a worker still waiting
- * for its job), or -1. */
-static long waiting_worker(void)
+/* The which-th (from 0) pid in ready.log that is not in jobs.log (a
+ * worker still waiting for its job), or -1. */
+static long waiting_worker(int which)
 {
   for (int i = 0; log_line("ready.log", i) > 0; ++i) {
     int had_job = 0;
     for (int j = 0; log_line("jobs.log", j) > 0; ++j)
       had_job |= log_line("jobs.log", j) == log_line("ready.log", i);
-    if (!had_job)
+    if (!had_job && which-- == 0)
       return log_line("ready.log", i);
   }
   return -1;
@@ -275,6 +275,18 @@ Test(workers, crashes_and_hangs_in_a_row_each_cost_one_variant)
 
 /* ---- spares: the next problem's worker started ahead ------------------------ */
 
+/* A run's fake workers, each variant taking $PAUSE seconds (NULL: none),
+ * and spares of them. */
+static kt_workers_spares *spares_of(run *r, const char *pause)
+{
+  prepare(r);
+  if (pause)
+    setenv("PAUSE", pause, 1);
+  kt_workers_spares *spares = kt_workers_spares_new(r->exe);
+  cr_assert_not_null(spares);
+  return spares;
+}
+
 static void go_spares(run *r, kt_workers_spares *spares, double timeout_s)
 {
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
@@ -290,15 +302,12 @@ static void go_spares(run *r, kt_workers_spares *spares, double timeout_s)
 Test(workers, the_next_problems_worker_is_the_spare_started_during_this_one)
 {
   run r;
-  prepare(&r);
-  setenv("PAUSE", "0.1", 1);
-  kt_workers_spares *spares = kt_workers_spares_new(r.exe);
-  cr_assert_not_null(spares);
+  kt_workers_spares *spares = spares_of(&r, "0.1");
   go_spares(&r, spares, 10);
   for (int i = 0; i < NV; ++i)
     expect(&r, i, "ok");
   cr_expect_eq(kt_test_lines("ready.log"), 2, "the worker and the spare started during its problem");
-  const long spare = waiting_worker();
+  const long spare = waiting_worker(0);
   go_spares(&r, spares, 10);
   for (int i = 0; i < NV; ++i)
     expect(&r, i, "ok");
@@ -315,16 +324,14 @@ Test(workers, the_next_problems_worker_is_the_spare_started_during_this_one)
 Test(workers, a_crash_with_spares_costs_the_variant_in_flight_only)
 {
   run r;
-  prepare(&r);
+  kt_workers_spares *spares = spares_of(&r, NULL);
   setenv("CRASH", r.vs[2]->name, 1);
-  kt_workers_spares *spares = kt_workers_spares_new(r.exe);
-  cr_assert_not_null(spares);
   go_spares(&r, spares, 10);
   for (int i = 0; i < NV; ++i)
     expect(&r, i, i == 2 ? "launch_failed" : "ok");
   cr_expect_eq(workers_started(), 2);
   cr_expect_eq(r.events_done, NV);
-  cr_expect_neq(log_line("jobs.log", 1), waiting_worker(), "the rest of the problem went to the spare");
+  cr_expect_neq(log_line("jobs.log", 1), waiting_worker(0), "the rest of the problem went to the spare");
   kt_workers_spares_free(spares);
   no_child_left();
 }
@@ -334,13 +341,11 @@ Test(workers, a_crash_with_spares_costs_the_variant_in_flight_only)
 Test(workers, a_spare_that_has_gone_is_replaced_and_charges_nothing)
 {
   run r;
-  prepare(&r);
-  kt_workers_spares *spares = kt_workers_spares_new(r.exe);
-  cr_assert_not_null(spares);
+  kt_workers_spares *spares = spares_of(&r, NULL);
   go_spares(&r, spares, 10);
   for (int i = 0; i < 50 && kt_test_lines("ready.log") < 2; ++i)
     usleep(20000);
-  const long spare = waiting_worker();
+  const long spare = waiting_worker(0);
   cr_assert_gt(spare, 0, "no spare started");
   cr_assert_eq(kill((pid_t)spare, SIGKILL), 0);
   cr_assert_eq(waitpid((pid_t)spare, NULL, 0), (pid_t)spare);
@@ -464,24 +469,14 @@ Test(workers, a_crash_on_one_gpu_costs_that_variant_only)
 Test(workers, spread_with_spares_gives_each_gpu_its_own_spare)
 {
   run r;
-  prepare(&r);
-  setenv("PAUSE", "0.1", 1);
-  kt_workers_spares *spares = kt_workers_spares_new(r.exe);
-  cr_assert_not_null(spares);
+  kt_workers_spares *spares = spares_of(&r, "0.1");
   kt_problem p = kt_test_matmul_problem(64, 64, 64);
   kt_workers_opts o = {r.exe, 10, 42, count_event, &r, 7 /* ignored */, spares};
   const int devices[NV] = {1, 0, 1, 0, 1};
   kt_workers_run_spread(&p, "64x64x64", r.vs, devices, NV, &o, r.out);
   for (int i = 0; i < NV; ++i)
     expect(&r, i, "ok");
-  long waiting[2] = {-1, -1};
-  for (int i = 0, w = 0; log_line("ready.log", i) > 0 && w < 2; ++i) {
-    int had_job = 0;
-    for (int j = 0; log_line("jobs.log", j) > 0; ++j)
-      had_job |= log_line("jobs.log", j) == log_line("ready.log", i);
-    if (!had_job)
-      waiting[w++] = log_line("ready.log", i);
-  }
+  const long waiting[2] = {waiting_worker(0), waiting_worker(1)};
   cr_assert(waiting[0] > 0 && waiting[1] > 0, "two spares, one a GPU, wait after the first problem");
   kt_workers_run_spread(&p, "64x64x64", r.vs, devices, NV, &o, r.out);
   for (int i = 0; i < NV; ++i)
