@@ -330,6 +330,39 @@ Test(tune_hist, large_inputs_made_on_threads_count_exactly)
   free(s), free(got), free(want);
 }
 
+/* The counting sort writes its runs on threads, each chunk of the output
+ * from its own place: every sample must keep its bin (the out-of-range
+ * ones first as -1 and last as nbins), with few bins (a run across many
+ * chunks) and many (many runs a chunk). */
+Test(tune_hist, sorting_on_threads_keeps_every_sample)
+{
+  const size_t n = ((size_t)1 << 23) + 4321;
+  const long long nbins[] = {7, 100003};
+  int *s = malloc(sizeof(int) * n);
+  unsigned *before = malloc(sizeof(unsigned) * 100003), *after = malloc(sizeof(unsigned) * 100003);
+  cr_assert(s && before && after);
+  for (int b = 0; b < 2; ++b) {
+    kt_rng r = {4242 + b};
+    kt_tune_hist_samples(s, n, nbins[b], "halfout", &r);
+    size_t below = 0, above = 0;
+    for (size_t i = 0; i < n; ++i)
+      below += s[i] < 0, above += s[i] >= nbins[b];
+    kt_tune_hist_reference(s, n, nbins[b], before);
+    cr_assert_eq(kt_tune_hist_sort(s, n, nbins[b]), 0);
+    size_t descents = 0, misplaced = 0;
+    for (size_t i = 0; i < n; ++i) {
+      descents += i > 0 && s[i] < s[i - 1];
+      misplaced += i < below ? s[i] != -1 : i >= n - above ? s[i] != nbins[b] : s[i] < 0 || s[i] >= nbins[b];
+    }
+    kt_tune_hist_reference(s, n, nbins[b], after);
+    cr_expect_eq(descents, 0, "%lld bins: %zu descents", nbins[b], descents);
+    cr_expect_eq(misplaced, 0, "%lld bins: %zu samples out of place (%zu below, %zu above)", nbins[b], misplaced, below,
+                 above);
+    cr_expect_arr_eq(after, before, sizeof(unsigned) * nbins[b], "%lld bins: the sort changed the counts", nbins[b]);
+  }
+  free(s), free(before), free(after);
+}
+
 Test(tune_hist, bad_bins_counts_and_distributions_are_errors)
 {
   kt_problem p[8];

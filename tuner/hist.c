@@ -45,6 +45,7 @@ static double normalish(uint64_t x)
 #define PARALLEL_N ((size_t)1 << 22)
 #define MAX_THREADS KT_MEASURE_MAX_THREADS
 #define MAX_PARTIAL_BYTES ((size_t)1 << 30) /* the per-thread counts of count_bins, at most */
+#define RUN_CHUNK ((size_t)1 << 20)         /* samples kt_tune_hist_sort writes per chunk */
 
 static int threads_for(size_t n)
 {
@@ -150,6 +151,27 @@ static void *count_body(void *p)
   return NULL;
 }
 
+/* The threads' counts added into the first's, a range of bins at a time
+ * on threads of their own (16 threads' counts of 16M bins are 2^28
+ * additions). */
+#define MERGE_CHUNK ((size_t)1 << 16)
+typedef struct merge_ctx {
+  count_job *jobs;
+  int t;
+} merge_ctx;
+
+static void merge_chunk(size_t lo, size_t hi, size_t c, void *p)
+{
+  (void)c;
+  const merge_ctx *m = p;
+  unsigned *to = m->jobs[0].bins;
+  for (int i = 1; i < m->t; ++i) {
+    const unsigned *from = m->jobs[i].bins;
+    for (size_t b = lo; b < hi; ++b)
+      to[b] += from[b];
+  }
+}
+
 /* bins[b] = the samples in bin b (n < 2^32), *below and *above those
  * outside [0, nbins); each thread past the first counts into bins of its
  * own, added up at the end.  Where those cannot be had, fewer threads
@@ -170,33 +192,70 @@ static void count_bins(const int *s, size_t n, long long nbins, unsigned *bins, 
     jobs[i] = (count_job){s + lo, hi - lo, nbins, jobs[i].bins, 0, 0};
   }
   kt_measure_run_all(count_body, jobs, sizeof jobs[0], t);
+  merge_ctx m = {jobs, t};
+  if (t > 1)
+    kt_measure_chunks((size_t)nbins, MERGE_CHUNK, merge_chunk, &m);
   *below = jobs[0].below, *above = jobs[0].above;
   for (int i = 1; i < t; ++i) {
-    for (long long b = 0; b < nbins; ++b)
-      bins[b] += jobs[i].bins[b];
     *below += jobs[i].below, *above += jobs[i].above;
     free(jobs[i].bins);
   }
 }
 
+/* The sorted samples from position lo to hi: start[b] is where bin b's run
+ * begins (start[nbins] where the samples above the range do), the samples
+ * below it before start[0]. */
+typedef struct runs_ctx {
+  int *s;
+  const unsigned *start;
+  long long nbins;
+} runs_ctx;
+
+static void write_runs(size_t lo, size_t hi, size_t c, void *p)
+{
+  (void)c;
+  const runs_ctx *w = p;
+  const long long nb = w->nbins;
+  size_t i = lo;
+  for (; i < hi && i < w->start[0]; ++i)
+    w->s[i] = -1;
+  long long b0 = 0, b1 = nb; /* the first bin whose run ends past i */
+  while (b0 < b1) {
+    const long long mid = b0 + (b1 - b0) / 2;
+    if (w->start[mid + 1] > i)
+      b1 = mid;
+    else
+      b0 = mid + 1;
+  }
+  for (long long b = b0; i < hi && b < nb; ++b)
+    for (const size_t end = w->start[b + 1] < hi ? w->start[b + 1] : hi; i < end; ++i)
+      w->s[i] = (int)b;
+  for (; i < hi; ++i)
+    w->s[i] = (int)(nb < INT_MAX ? nb : INT_MAX);
+}
+
 int kt_tune_hist_sort(int *s, size_t n, long long nbins)
 {
   /* A counting sort by bin: the samples below the range (as -1), then each
-   * bin's (as its index), then those above (as nbins): the same counts. */
-  unsigned *count = malloc(sizeof *count * (size_t)nbins);
+   * bin's (as its index), then those above (as nbins): the same counts.
+   * The runs are written on threads, each from its place in the output. */
+  unsigned *start = malloc(sizeof *start * ((size_t)nbins + 1));
   size_t below, above;
-  if (!count)
+  if (!start || n > UINT_MAX) {
+    free(start);
     return -1;
-  count_bins(s, n, nbins, count, &below, &above);
-  size_t k = 0;
-  for (size_t i = 0; i < below; ++i)
-    s[k++] = -1;
-  for (long long b = 0; b < nbins; ++b)
-    for (size_t i = 0; i < count[b]; ++i)
-      s[k++] = (int)b;
-  for (size_t i = 0; i < above; ++i)
-    s[k++] = (int)(nbins < INT_MAX ? nbins : INT_MAX);
-  free(count);
+  }
+  count_bins(s, n, nbins, start, &below, &above);
+  unsigned at = (unsigned)below;
+  for (long long b = 0; b < nbins; ++b) {
+    const unsigned c = start[b];
+    start[b] = at;
+    at += c;
+  }
+  start[nbins] = at;
+  runs_ctx w = {s, start, nbins};
+  kt_measure_chunks(n, RUN_CHUNK, write_runs, &w);
+  free(start);
   return 0;
 }
 
