@@ -199,28 +199,30 @@ void kt_workers_spares_free(kt_workers_spares *s)
 }
 
 /* A worker for GPU device into w, with p's job from vs[from]: the spare
- * where there is one (then a new spare starts for the next taker), else a
- * new one.  0, or -1 with errno. */
+ * where there is one, else a new one; then a new spare for the next
+ * taker, where it was taken or had not started.  0, or -1 with errno. */
 static int start_worker(const kt_problem *p, const kt_variant **vs, int from, int n, const kt_workers_opts *o,
                         kt_workers_spares *spares, proc *w)
 {
   const int d = o->device;
-  if (spares && d >= 0 && d < KT_TUNE_MAX_GPUS && spares->w[d].pid > 0) {
-    *w = spares->w[d];
-    spares->w[d].pid = 0;
-    if (spawn(spares->exe, d, &spares->w[d]) != 0)
-      spares->w[d].pid = 0;
-    if (send_job(w, p, vs, from, n, o) == 0)
-      return 0;
-    end_proc(w); /* the spare had gone: a new worker instead */
+  proc *spare = spares && d >= 0 && d < KT_TUNE_MAX_GPUS ? &spares->w[d] : NULL;
+  int sent = 0;
+  if (spare && spare->pid > 0) {
+    *w = *spare;
+    spare->pid = 0;
+    sent = send_job(w, p, vs, from, n, o) == 0;
+    if (!sent)
+      end_proc(w); /* the spare had gone: a new worker instead */
   }
-  if (spawn(o->exe, d, w) != 0)
-    return -1;
-  if (spares && d >= 0 && d < KT_TUNE_MAX_GPUS && spares->w[d].pid <= 0 && spawn(spares->exe, d, &spares->w[d]) != 0)
-    spares->w[d].pid = 0;
-  /* A worker that dies before reading its job shows as one that ended
-   * early: its exit status below says why. */
-  send_job(w, p, vs, from, n, o);
+  if (!sent) {
+    if (spawn(o->exe, d, w) != 0)
+      return -1;
+    /* A worker that dies before reading its job shows as one that ended
+     * early: its exit status below says why. */
+    send_job(w, p, vs, from, n, o);
+  }
+  if (spare && spare->pid <= 0 && spawn(spares->exe, d, spare) != 0)
+    spare->pid = 0;
   return 0;
 }
 
