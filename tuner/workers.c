@@ -362,6 +362,18 @@ static void *run_share(void *arg)
   return NULL;
 }
 
+/* Every variant of a spread problem gets no measurement, for one reason,
+ * reported as on its GPU. */
+static void skip_spread(const kt_problem *p, const char *key, const kt_variant **vs, const int *devices, int n,
+                        const kt_workers_opts *o, kt_tune_result *out, const char *why)
+{
+  for (int i = 0; i < n; ++i) {
+    kt_tune_result_set(&out[i], p, vs[i], "skipped", why);
+    if (o->event)
+      o->event(o->user, key, NULL, devices[i], &out[i]);
+  }
+}
+
 void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_variant **vs, const int *devices, int n,
                            const kt_workers_opts *o, kt_tune_result *out)
 {
@@ -372,11 +384,7 @@ void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_varian
   pthread_t *tid = calloc((size_t)n + 1, sizeof *tid);
   int *started = calloc((size_t)n + 1, sizeof *started);
   if (!sh || !svs || !sat || !sout || !tid || !started) {
-    for (int i = 0; i < n; ++i) {
-      kt_tune_result_set(&out[i], p, vs[i], "skipped", "out of memory");
-      if (o->event)
-        o->event(o->user, key, NULL, devices[i], &out[i]);
-    }
+    skip_spread(p, key, vs, devices, n, o, out, "out of memory");
     goto done;
   }
   /* The shares, in the order their GPUs first appear; each takes a slice
@@ -399,11 +407,7 @@ void kt_workers_run_spread(const kt_problem *p, const char *key, const kt_varian
     used += s->n;
   }
   if (!kt_family_get(p->family)) {
-    for (int i = 0; i < n; ++i) {
-      kt_tune_result_set(&out[i], p, vs[i], "skipped", "no such family");
-      if (o->event)
-        o->event(o->user, key, NULL, devices[i], &out[i]);
-    }
+    skip_spread(p, key, vs, devices, n, o, out, "no such family");
     goto done;
   }
   for (int g = 0; g < nsh && o->spares; ++g)
