@@ -462,6 +462,27 @@ Test(workers, a_crash_on_one_gpu_costs_that_variant_only)
             workers[1]);
 }
 
+/* A problem of no family this build knows starts no worker: every variant
+ * is skipped with the reason, reported on the GPU it was given. */
+Test(workers, a_spread_problem_of_no_known_family_is_skipped_on_each_gpu)
+{
+  run r;
+  prepare(&r);
+  kt_problem p = kt_test_matmul_problem(64, 64, 64);
+  p.family = (kt_family)99;
+  const int devices[NV] = {1, 0, 1, 0, 1};
+  kt_workers_opts o = {r.exe, 10, 42, count_event, &r, 0, NULL};
+  kt_workers_run_spread(&p, "64x64x64", r.vs, devices, NV, &o, r.out);
+  for (int i = 0; i < NV; ++i) {
+    expect(&r, i, "skipped");
+    cr_expect_str_eq(r.out[i].reason, "no such family");
+    cr_expect_eq(r.event_device[i], devices[i], "%s reported on GPU %d", r.vs[i]->name, r.event_device[i]);
+  }
+  cr_expect_eq(r.events_done, NV);
+  char path[PATH_MAX];
+  cr_expect_neq(access(kt_test_path(path, sizeof path, "starts.log"), F_OK), 0, "a worker was started");
+}
+
 /* Spread over two GPUs with spares: each GPU's first worker of the next
  * problem is the spare started for that GPU during this one (taken on the
  * caller's thread, so it outlives the thread of the share that started
