@@ -107,16 +107,11 @@ int kt_worker_main(int argc, char **argv)
     if (!*line)
       continue;
     if (nnames == room) {
-      room = room ? 2 * room : 256;
-      char **more = realloc(names, sizeof *names * (size_t)room);
-      if (!more) {
-        fprintf(stderr, "worker: out of memory for the job\n");
-        rc = 2;
-        goto out;
-      }
-      names = more;
+      char **more = realloc(names, sizeof *names * (size_t)(room ? 2 * room : 256));
+      if (more)
+        names = more, room = room ? 2 * room : 256;
     }
-    if (!(names[nnames] = strdup(line))) {
+    if (nnames == room || !(names[nnames] = strdup(line))) {
       fprintf(stderr, "worker: out of memory for the job\n");
       rc = 2;
       goto out;
