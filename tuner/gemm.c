@@ -410,16 +410,7 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   char why[256] = "";
   const int sampled = kt_tune_matmul_sample(in->dC, M, N, K, in->hA, in->lda, in->op_a, in->hB, in->ldb, in->op_b, type,
                                             in->staging, &vr, &worst, why, sizeof why);
-  if (sampled) {
-    kt_tune_result_set(r, &in->p, v, sampled == -2 ? "launch_failed" : "wrong", why);
-    r->m.max_err = INFINITY;
-    return;
-  }
-  kt_tune_result_set(r, &in->p, v, "ok", "");
-  r->m.time_ms = ms;
-  r->m.rate = 2.0 * M * N * (double)K / (ms * 1e6);
-  r->m.max_err = worst;
-  r->m.reps = reps;
+  kt_tune_matmul_record(r, &in->p, v, sampled, why, ms, reps, worst, M, N, K);
 }
 
 /* ---- `ktune explain` -------------------------------------------------------- */

@@ -528,12 +528,18 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   char why[256] = "";
   const int sampled = kt_tune_matmul_sample(in->dC, M, N, K, in->hA, K, 0, in->hB, N, 0, KT_F32, in->staging, &vr,
                                             &worst, why, sizeof why);
+  kt_tune_matmul_record(r, &in->p, v, sampled, why, ms, reps, worst, M, N, K);
+}
+
+void kt_tune_matmul_record(struct kt_tune_result *r, const kt_problem *p, const kt_variant *v, int sampled,
+                           const char *why, double ms, int reps, double worst, int M, int N, int K)
+{
   if (sampled) {
-    kt_tune_result_set(r, &in->p, v, sampled == -2 ? "launch_failed" : "wrong", why);
+    kt_tune_result_set(r, p, v, sampled == -2 ? "launch_failed" : "wrong", why);
     r->m.max_err = INFINITY;
     return;
   }
-  kt_tune_result_set(r, &in->p, v, "ok", "");
+  kt_tune_result_set(r, p, v, "ok", "");
   r->m.time_ms = ms;
   r->m.rate = 2.0 * M * N * (double)K / (ms * 1e6);
   r->m.max_err = worst;

@@ -101,6 +101,14 @@ int kt_tune_matmul_sample(const float *dC, int M, int N, int K, const float *hA,
                           const float *hB, long long ldb, int op_b, int type, float *staging, kt_rng *r, double *worst,
                           char *why, size_t whylen);
 
+/* The end of a matmul or gemm measurement: r's status from sampled (what
+ * kt_tune_matmul_sample returned, why its reason): "ok" with the time ms
+ * over reps runs, the rate of an M x N x K product and the worst error;
+ * else "wrong" or, for -2, "launch_failed", with an infinite error. */
+struct kt_tune_result; /* tuner.h */
+void kt_tune_matmul_record(struct kt_tune_result *r, const kt_problem *p, const kt_variant *v, int sampled,
+                           const char *why, double ms, int reps, double worst, int M, int N, int K);
+
 /* The shapes of a file (`--matmul @FILE`, make tune SHAPES=FILE): one
  * MxNxK a line, blank lines and '#' comments (to the end of a line)
  * skipped.  How many (at most max), or -1 with "FILE:LINE: ..." in err;
