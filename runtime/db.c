@@ -600,6 +600,28 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
   return n;
 }
 
+/* A winners row's problem, from its key, which must agree with its size
+ * columns (from the third column of st on), and its time, which must be a
+ * time: KT_OK, or KT_ERR_DB_DAMAGED with what is wrong in err.  SQLite's
+ * own checks pass a file whose rows were edited by hand or by another
+ * program; dispatch must not divide by a size of 0. */
+static int row_problem(sqlite3_stmt *st, const kt_family_ops *ops, const char *key, double ms, kt_problem *p, char *err,
+                       size_t errlen)
+{
+  kt_problem cols;
+  read_problem(st, 2, ops, &cols);
+  int ok = key && ops->parse(key, p) == KT_OK && isfinite(ms) && ms > 0;
+  for (int c = 0; c < NSIZE_COLUMNS && ok; ++c) {
+    const int d = dim_of_column(ops, c);
+    ok = d < 0 || (sqlite3_column_type(st, 2 + c) == SQLITE_INTEGER && cols.dim[d] == p->dim[d]);
+  }
+  if (ok)
+    return KT_OK;
+  snprintf(err, errlen, "a %s winner (problem \"%s\", %g ms) whose sizes or time are not those of its problem",
+           ops->name, key ? key : "NULL", ms);
+  return KT_ERR_DB_DAMAGED;
+}
+
 int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tuned **out, int *count, char *err,
                size_t errlen)
 {
@@ -613,17 +635,20 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
   bind_text(st, 1, device_fp);
   bind_text(st, 2, gen_version);
   kt_tuned *t = NULL;
-  int n = 0, cap = 0, step;
+  int n = 0, cap = 0, step, bad = KT_OK;
   while ((step = sqlite3_step(st)) == SQLITE_ROW) {
     const char *fam = (const char *)sqlite3_column_text(st, 0);
     const char *key = (const char *)sqlite3_column_text(st, 1);
-    const kt_variant *v =
-      kt_registry_find_source((const char *)sqlite3_column_text(st, 7), (const char *)sqlite3_column_text(st, 8));
+    const char *name = (const char *)sqlite3_column_text(st, 7), *hash = (const char *)sqlite3_column_text(st, 8);
+    const kt_variant *v = name && hash ? kt_registry_find_source(name, hash) : NULL;
     if (!v)
       continue; /* regenerated since: never dispatch it */
-    const kt_family_ops *ops = kt_family_find(fam);
+    const kt_family_ops *ops = fam ? kt_family_find(fam) : NULL;
     if (!ops || v->family != ops->id)
       continue; /* a family this build does not have */
+    kt_problem p;
+    if ((bad = row_problem(st, ops, key, sqlite3_column_double(st, 9), &p, err, errlen)) != KT_OK)
+      break;
     const kt_family f = ops->id;
     if (n == 0 || t[n - 1].problem.family != f || strcmp(t[n - 1].key, key) != 0) {
       if (n == cap) {
@@ -638,7 +663,7 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
       }
       kt_tuned *x = &t[n++];
       memset(x, 0, sizeof *x);
-      read_problem(st, 2, ops, &x->problem);
+      x->problem = p;
       snprintf(x->key, sizeof x->key, "%s", key);
       x->best_ms = sqlite3_column_double(st, 9);
     }
@@ -654,7 +679,9 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
       x->ranked[x->count++] = v;
     }
   }
-  int rc = step == SQLITE_DONE ? KT_OK : fail(err, errlen, KT_ERR_DB_OPEN, "reading winners", db->h);
+  int rc = bad != KT_OK          ? bad
+           : step == SQLITE_DONE ? KT_OK
+                                 : fail(err, errlen, KT_ERR_DB_OPEN, "reading winners", db->h);
   sqlite3_finalize(st);
   for (int i = 0; i < n; ++i)
     kt_dispatch_prepare(&t[i]);

@@ -806,6 +806,40 @@ Test(dispatch, newer_database_warns_and_uses_defaults)
   assert_warns_and_defaults(path, "newer schema");
 }
 
+/* A file that SQLite finds sound but whose winners were edited (by hand,
+ * or by another program) so that a size is 0 (which the cost model would
+ * divide by), disagrees with the problem's key, or a time is no time: the
+ * context warns, uses the defaults and leaves the file as it was. */
+Test(dispatch, edited_winners_warn_and_use_defaults)
+{
+  const char *const edits[] = {
+      "UPDATE winners SET m = 0",
+      "UPDATE winners SET k = -5",
+      "UPDATE winners SET n = 4611686018427387904",
+      "UPDATE winners SET n = NULL",
+      "UPDATE winners SET problem = '0x1024x1024', m = 0",
+      "UPDATE winners SET problem = 'not a shape'",
+      "UPDATE winners SET time_ms = -1 WHERE rank = 2",
+      "UPDATE winners SET time_ms = 0",
+  };
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; ++i) {
+    char path[PATH_MAX], name[32];
+    snprintf(name, sizeof name, "edited%zu.db", i);
+    kt_test_path(path, sizeof path, name);
+    kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+    const kt_variant *v[4];
+    tune_matmul_1024(path, &dev, v);
+    kt_test_sql(path, edits[i]);
+    size_t before_len, after_len;
+    unsigned char *before = kt_test_slurp(path, &before_len);
+    assert_warns_and_defaults(path, edits[i]);
+    unsigned char *after = kt_test_slurp(path, &after_len);
+    cr_assert(after_len == before_len && memcmp(before, after, before_len) == 0, "%s: the file changed", edits[i]);
+    free(before);
+    free(after);
+  }
+}
+
 /* ---- matmul: predicting untuned shapes ---------------------------------- */
 
 /* Two float4 variants without split-K that differ in BM only. */
