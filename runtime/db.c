@@ -210,7 +210,7 @@ static int open_checked(const char *path, int mode, sqlite3 **out, char *err, si
     sqlite3_busy_timeout(h, BUSY_MS);
     sqlite3_exec(h, "BEGIN", NULL, NULL, NULL);
     int state = inspect(h, err, errlen);
-    const int read_failed = state == KT_ERR_DB_OPEN;
+    const int why = state == KT_ERR_DB_OPEN ? sqlite3_extended_errcode(h) : SQLITE_OK;
     if (state == 1 && !check_ok(h, mode, path, err, errlen))
       state = KT_ERR_DB_DAMAGED;
     sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
@@ -219,8 +219,20 @@ static int open_checked(const char *path, int mode, sqlite3 **out, char *err, si
       return state;
     }
     sqlite3_close(h);
-    /* Only a reader that could not read a WAL file tries again. */
-    if (!(read_failed && mode == KT_DB_READ && attempt == 0 && access(path, R_OK) == 0))
+    /* A write that another program left unfinished, or holds still, is
+     * no damage, and the file must not be read around it. */
+    if (why == SQLITE_READONLY_ROLLBACK)
+      snprintf(err, errlen,
+               "an interrupted write left '%s-journal' beside it, which only a writer may roll back "
+               "(the next ktune tune of this file does)",
+               path);
+    else if ((why & 0xff) == SQLITE_BUSY || (why & 0xff) == SQLITE_LOCKED)
+      snprintf(err, errlen, "'%s' stayed locked by another connection for %d s", path, BUSY_MS / 1000);
+    /* Only a reader that could not read a WAL file, because it may not
+     * create or map the -shm beside it, tries again. */
+    const int no_shm =
+        ((why & 0xff) == SQLITE_READONLY && why != SQLITE_READONLY_ROLLBACK) || (why & 0xff) == SQLITE_CANTOPEN;
+    if (!(no_shm && mode == KT_DB_READ && attempt == 0 && access(path, R_OK) == 0))
       return state;
   }
   return KT_ERR_DB_OPEN;

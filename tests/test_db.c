@@ -704,6 +704,62 @@ Test(db, a_reader_who_cannot_write_reads_a_file_left_in_wal_mode)
   chmod(dir, 0755);
 }
 
+/* In a child: a write to path through a rollback journal, its pages spilled
+ * into the file, left unfinished (the process ends without a commit, as if
+ * killed), so that a hot journal stays beside the file. */
+static int interrupt_a_write(int i, const void *arg)
+{
+  (void)i;
+  sqlite3 *h = NULL;
+  if (sqlite3_open_v2(arg, &h, SQLITE_OPEN_READWRITE, NULL) != SQLITE_OK)
+    return 40;
+  if (sqlite3_exec(h,
+                   "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN;"
+                   " UPDATE measurements SET reason = hex(randomblob(200)); DELETE FROM winners;",
+                   NULL, NULL, NULL) != SQLITE_OK)
+    return 41;
+  _exit(0);
+}
+
+Test(db, an_interrupted_write_is_no_damage_and_is_not_read_around)
+{
+  char path[PATH_MAX], journal[PATH_MAX + 16];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(256, 256, 256);
+  kt_measurement m = kt_test_measure(matmul_variant(0), p, "ok", 1.0);
+  cr_assert_eq(kt_test_tune(path, &dev, &m, 1, p), 1);
+  /* Enough rows that the unfinished write spills pages into the file. */
+  kt_test_sql(path, "WITH RECURSIVE i(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM i WHERE x < 3000)"
+                    " INSERT INTO measurements (device, generator_version, family, problem, variant, source_hash,"
+                    " status) SELECT 'd', 'g', 'matmul', 'p' || x, 'v', 'h', 'skipped' FROM i");
+  run_children(1, interrupt_a_write, path);
+  snprintf(journal, sizeof journal, "%s-journal", path);
+  cr_assert(kt_test_exists(journal), "the interrupted write left no journal: the test proves nothing");
+  size_t before_len, after_len;
+  unsigned char *before = kt_test_slurp(path, &before_len);
+  /* A reader may not roll the journal back: it says so, reads nothing
+   * around it, calls nothing damaged and changes nothing. */
+  kt_db *db = NULL;
+  int rc = kt_db_open(&db, path, KT_DB_READ, err, sizeof err);
+  cr_assert_eq(rc, KT_ERR_DB_OPEN, "got %d (%s): %s", rc, kt_strerror(rc), err);
+  cr_assert_null(db);
+  cr_assert_not_null(strstr(err, "interrupted write"), "%s", err);
+  unsigned char *after = kt_test_slurp(path, &after_len);
+  cr_assert(after_len == before_len && memcmp(before, after, before_len) == 0, "a reader changed the file");
+  cr_assert(kt_test_exists(journal));
+  free(before);
+  free(after);
+  /* A writer rolls it back: the ranking is there again, whole. */
+  db = open_ok(path, KT_DB_WRITE);
+  kt_db_close(db);
+  cr_assert(!kt_test_exists(journal));
+  kt_tuned *t = NULL;
+  cr_assert_eq(load(path, dev.fingerprint, kt_registry_generator_version, &t), 1);
+  cr_assert_eq(t[0].count, 1);
+  free(t);
+}
+
 /* ---- bounded history ---------------------------------------------------- */
 
 Test(db, prune_keeps_the_newest_measurements_and_the_ranking)
