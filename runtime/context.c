@@ -250,6 +250,13 @@ static void save_misses(const kt_context *c)
   if (!c->misses || !user->path[0] || strcmp(user->path, sys->path) == 0 ||
       kt_misses_path(user->path, path, sizeof path) != KT_OK)
     return;
+  /* Beside a tuning database, or where one will be made; never beside a
+   * file refused as one (another program's, a folder, a newer schema...). */
+  if (user->status != KT_OK && user->status != KT_ERR_DB_MISSING) {
+    logf_((void *)c, KT_LOG_DEBUG, "ktune: misses not kept: %s is no tuning database (%s)", user->path,
+          kt_strerror(user->status));
+    return;
+  }
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
   if (slash)

@@ -18,6 +18,8 @@
  * are dropped when the file is next written.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -231,8 +233,14 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
     snprintf(err, errlen, "%s: path too long", path);
     return KT_ERR_DB_WRITE;
   }
-  FILE *f = fopen(tmp, "w");
+  /* A file of our own: never through a link, never one that is there. */
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* left by a process of our pid that died */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
   if (!f) {
+    if (fd >= 0)
+      close(fd);
     snprintf(err, errlen, "writing %s: %s", tmp, strerror(errno));
     return KT_ERR_DB_WRITE;
   }
@@ -278,7 +286,7 @@ int kt_misses_save(const kt_misses *m, const char *fingerprint, const char *path
   for (int i = 0; rc == KT_OK && i < np; ++i) {
     const int j = find(e, n, fingerprint, &p[i]);
     if (j >= 0) {
-      e[j].count += c[i];
+      e[j].count = c[i] > LLONG_MAX - e[j].count ? LLONG_MAX : e[j].count + c[i];
       continue;
     }
     memset(&e[n], 0, sizeof e[n]);

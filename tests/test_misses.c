@@ -266,6 +266,73 @@ Test(misses, no_folder_is_made_and_the_system_database_is_never_written)
   cr_expect_eq(kt_test_dir_entries(), 1, "a misses file beside the system database");
 }
 
+/* A file refused as a tuning database (another program's, a folder, a
+ * newer schema) gets no misses beside it, and a file of that name that is
+ * there already is left as it is. */
+Test(misses, a_refused_database_gets_no_misses_file)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8];
+  kt_test_path(db, sizeof db, "notes.db");
+  kt_test_sql(db, "CREATE TABLE notes (body TEXT)");
+  log_capture log;
+  kt_context *ctx = open_db(&dev, db, &log);
+  cr_assert_eq(log.count[KT_LOG_WARN], 1, "the foreign file was not refused");
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  kt_misses_path(db, path, sizeof path);
+  cr_expect(!kt_test_exists(path), "misses beside another program's database");
+
+  kt_test_path(db, sizeof db, "folder.db");
+  cr_assert_eq(mkdir(db, 0755), 0);
+  kt_misses_path(db, path, sizeof path);
+  kt_test_write_file(path, "mine, not ktune's\n");
+  ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  size_t len;
+  char *text = (char *)kt_test_slurp(path, &len);
+  cr_expect(len == 18 && memcmp(text, "mine, not ktune's\n", len) == 0, "the file beside a folder was replaced");
+  free(text);
+}
+
+/* Counts add up to the largest a file holds, and stay there. */
+Test(misses, a_count_saturates_rather_than_wraps)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8], text[512];
+  kt_test_path(db, sizeof db, "user.db");
+  kt_misses_path(db, path, sizeof path);
+  snprintf(text, sizeof text, "%s\tmatmul\t100x200x300\t%lld\n", dev.fingerprint, LLONG_MAX);
+  kt_test_write_file(path, text);
+  kt_context *ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), LLONG_MAX);
+}
+
+/* The file is written through a temporary file beside it; a link put where
+ * that goes (in a folder others may write) is not followed. */
+Test(misses, a_link_in_place_of_the_temporary_file_is_not_followed)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8], tmp[PATH_MAX + 40], target[PATH_MAX];
+  kt_test_path(db, sizeof db, "user.db");
+  kt_misses_path(db, path, sizeof path);
+  kt_test_path(target, sizeof target, "precious");
+  kt_test_write_file(target, "keep me\n");
+  snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+  cr_assert_eq(symlink(target, tmp), 0);
+  kt_context *ctx = open_db(&dev, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  size_t len;
+  char *text = (char *)kt_test_slurp(target, &len);
+  cr_expect(len == 8 && memcmp(text, "keep me\n", len) == 0, "the link's target was written");
+  free(text);
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 1);
+}
+
 Test(misses, ktune_misses_off_keeps_none)
 {
   setenv("KTUNE_MISSES", "off", 1);

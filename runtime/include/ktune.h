@@ -112,9 +112,11 @@ KT_API kt_options kt_default_options(void);
 KT_API int kt_open(kt_context **ctx, const kt_options *opts);
 
 /* Free a context.  Not to be called while another thread uses ctx.  NULL is a no-op.
- * It first adds the problems the context served without a tuned entry of
- * their own to "<user database>.misses", for `ktune tune` to tune
- * (KTUNE_MISSES=off: none are kept); a failure there is only logged. */
+ * It first adds the problems the context served, or was asked about by a
+ * *_choice call, without a tuned entry of their own to "<user
+ * database>.misses", for `ktune tune` to tune (KTUNE_MISSES=off: none are
+ * kept; nor where the user database was refused); a failure there is only
+ * logged. */
 KT_API void kt_close(kt_context *ctx);
 
 /* C = alpha * A * B + beta * C, row-major fp32 device pointers: A is M x K
