@@ -320,10 +320,6 @@ static int check(const kt_matmul_desc *x)
     return KT_ERR_BAD_LD;
   if (x->stride_a < 0 || x->stride_b < 0 || x->stride_c < 0)
     return KT_ERR_BAD_STRIDE;
-  /* Outputs of one batch must not overlap: entry b + 1 starts past the
-   * last element of entry b. */
-  if (x->batch > 1 && x->stride_c < (x->M - 1) * x->ldc + x->N)
-    return KT_ERR_BAD_STRIDE;
   const int es = kt_gemm_elem_bytes((int)x->type);
   int64_t e;
   int rc = span(ar, ac, x->lda, x->batch, x->stride_a, es, &e);
@@ -333,6 +329,10 @@ static int check(const kt_matmul_desc *x)
     rc = span(x->M, x->N, x->ldc, x->batch, x->stride_c, 4, &e);
   if (rc != KT_OK)
     return rc;
+  /* Outputs of one batch must not overlap: entry b + 1 starts past the
+   * last element of entry b (which span has found to fit 64 bits). */
+  if (x->batch > 1 && x->stride_c < (x->M - 1) * x->ldc + x->N)
+    return KT_ERR_BAD_STRIDE;
   if (((uintptr_t)x->A | (uintptr_t)x->B) % (uintptr_t)es || (uintptr_t)x->C % 4)
     return KT_ERR_MISALIGNED;
   return KT_OK;
