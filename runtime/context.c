@@ -217,6 +217,10 @@ int kt_open(kt_context **out, const kt_options *opts)
   if (!out)
     return KT_ERR_NULL_POINTER;
   *out = NULL;
+  if (opts && opts->device < -1) {
+    open_error(opts, "ktune: device %d: give a CUDA device ordinal, or -1 for the current device", opts->device);
+    return KT_ERR_BAD_DEVICE;
+  }
   kt_device_info dev;
   char err[256];
   int rc = kt_device_query(opts ? opts->device : -1, &dev, err, sizeof err);
