@@ -119,6 +119,15 @@ Test(api, open_without_gpu_is_no_device)
   cr_assert_null(c);
 }
 
+Test(api, a_device_below_minus_one_is_a_bad_device)
+{
+  kt_options o = kt_default_options();
+  o.device = -7;
+  kt_context *c = (kt_context *)(uintptr_t)8; /* must be reset to NULL */
+  cr_assert_eq(kt_open(&c, &o), KT_ERR_BAD_DEVICE);
+  cr_assert_null(c);
+}
+
 Test(api, default_options)
 {
   kt_options o = kt_default_options();
@@ -472,6 +481,10 @@ Test(api, matmul_ex_sizes_and_spans_that_overflow)
   expect_ex(&d, KT_ERR_OVERFLOW, "C's bytes");
   d = ex_desc(), d.lda = INT64_MAX / 64;
   expect_ex(&d, KT_ERR_OVERFLOW, "(M - 1) * lda bytes");
+  /* C's rows overflow int64 before its batch does: found as overflow, not
+   * by the overlap check's own (undefined) product. */
+  d = ex_desc(), d.batch = 2, d.ldc = INT64_MAX / 2, d.stride_c = 1;
+  expect_ex(&d, KT_ERR_OVERFLOW, "(M - 1) * ldc with a batch");
 }
 
 Test(api, matmul_ex_pointers_aligned_to_their_type)
