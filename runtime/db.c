@@ -44,6 +44,7 @@
 struct kt_db {
   sqlite3 *h;
   int mode;
+  int empty; /* opened to read, and no schema yet: an empty file, nothing tuned */
 };
 
 static const char *SCHEMA =
@@ -93,8 +94,10 @@ static int inspect(sqlite3 *h, char *err, size_t len)
 {
   long long app = 0, ver = 0, tables = 0;
   int rc = pragma_int(h, "PRAGMA application_id", &app);
-  if (rc == SQLITE_NOTADB || rc == SQLITE_CORRUPT)
+  if (rc == SQLITE_NOTADB)
     return fail(err, len, KT_ERR_DB_FOREIGN, "not a SQLite database", h);
+  if (rc == SQLITE_CORRUPT) /* a SQLite header, pages that do not read: cut short, or overwritten */
+    return fail(err, len, KT_ERR_DB_DAMAGED, "a SQLite database whose pages do not read", h);
   if (rc != SQLITE_OK)
     return fail(err, len, KT_ERR_DB_OPEN, "cannot read the database", h);
   if (pragma_int(h, "PRAGMA user_version", &ver) != SQLITE_OK ||
@@ -289,6 +292,7 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
   }
   db->h = h;
   db->mode = mode;
+  db->empty = mode == KT_DB_READ && state == 0;
   *out = db;
   return KT_OK;
 }
@@ -639,6 +643,8 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
 {
   *out = NULL;
   *count = 0;
+  if (db->empty)
+    return KT_OK;
   sqlite3_stmt *st = NULL;
   const char *q = "SELECT family, problem, m, n, k, nbins, nsamples, variant, source_hash, time_ms FROM winners"
                   " WHERE device=? AND generator_version=? ORDER BY family, problem, rank";
@@ -1189,7 +1195,7 @@ static int import_rank(kt_db *db, const char *name, const char *doc, int *ranked
 
 int kt_db_import_check(int n, const char *const *names, const char *const *docs, char *err, size_t errlen)
 {
-  kt_db mem = {NULL, KT_DB_READ};
+  kt_db mem = {NULL, KT_DB_READ, 0};
   if (sqlite3_open(":memory:", &mem.h) != SQLITE_OK) {
     sqlite3_close(mem.h);
     return fail(err, errlen, KT_ERR_NO_MEMORY, "no memory for SQLite", NULL);

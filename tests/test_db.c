@@ -141,6 +141,30 @@ Test(db, large_non_sqlite_file_is_refused_untouched)
   assert_refused_untouched(path, KT_ERR_DB_FOREIGN);
 }
 
+/* A ktune database cut short (a copy that stopped, a full disk) reads as
+ * SQLite, then its pages do not: damaged, not another program's file. */
+Test(db, a_database_cut_short_is_damaged_and_left_untouched)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(256, 256, 256);
+  kt_measurement m = kt_test_measure(matmul_variant(0), p, "ok", 1.0);
+  cr_assert_eq(kt_test_tune(path, &dev, &m, 1, p), 1);
+  kt_test_sql(path, "WITH RECURSIVE i(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM i WHERE x < 2000)"
+                    " INSERT INTO measurements (device, generator_version, family, problem, variant, source_hash,"
+                    " status) SELECT 'd', 'g', 'matmul', 'p' || x, 'v', 'h', 'skipped' FROM i");
+  size_t len;
+  unsigned char *whole = kt_test_slurp(path, &len);
+  cr_assert_gt(len, 16384);
+  FILE *f = fopen(path, "wb");
+  cr_assert_not_null(f);
+  cr_assert_eq(fwrite(whole, 1, len / 2, f), len / 2);
+  cr_assert_eq(fclose(f), 0);
+  free(whole);
+  assert_refused_untouched(path, KT_ERR_DB_DAMAGED);
+}
+
 Test(db, newer_schema_is_refused_untouched)
 {
   char path[PATH_MAX], sql[256];

@@ -553,6 +553,29 @@ Test(dispatch, untuned_call_gets_the_default)
   kt_close(ctx);
 }
 
+/* An empty file where the database goes (touched, or made by a tuner that
+ * stopped before its schema) holds nothing tuned: the defaults, no warning,
+ * and the file stays empty. */
+Test(dispatch, an_empty_file_is_a_database_with_nothing_tuned)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "empty.db");
+  kt_test_write_file(path, "");
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  log_capture log;
+  kt_context *ctx = open_described(&dev, path, &log);
+  cr_assert_eq(log.count[KT_LOG_WARN] + log.count[KT_LOG_ERROR], 0, "an empty file is not a problem: %s",
+               log.last[KT_LOG_WARN]);
+  cr_assert_eq(kt_tuned_count(ctx), 0);
+  kt_choice c = matmul_choice(ctx, 1024, 1024, 1024, A16, 1024, 1024, 1024);
+  cr_assert_eq(c.tuned, 0);
+  cr_assert_str_eq(c.variant, expected_default_matmul(&dev, 1024)->name);
+  kt_close(ctx);
+  size_t len;
+  free(kt_test_slurp(path, &len));
+  cr_assert_eq(len, 0, "the empty file was written");
+}
+
 Test(dispatch, other_devices_entries_are_not_used)
 {
   char path[PATH_MAX];
