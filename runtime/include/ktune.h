@@ -112,6 +112,8 @@ KT_API kt_options kt_default_options(void);
 KT_API int kt_open(kt_context **ctx, const kt_options *opts);
 
 /* Free a context.  Not to be called while another thread uses ctx.  NULL is a no-op.
+ * Like a freed pointer, a closed context is not to be used again: calls on
+ * it answer KT_ERR_BAD_CONTEXT only until a new context takes its address.
  * It first adds the problems the context served, or was asked about by a
  * *_choice call, without a tuned entry of their own to "<user
  * database>.misses", for `ktune tune` to tune (KTUNE_MISSES=off: none are
