@@ -5,6 +5,7 @@
  * every variant gets exactly one result, the right one, and that no worker
  * process is left behind. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -178,6 +179,20 @@ Test(workers, every_variant_gets_its_result_from_one_worker)
   }
   cr_expect_eq(workers_started(), 1);
   cr_expect_eq(r.events_done, NV);
+}
+
+/* A limit past what poll's int of milliseconds holds (1e9 s, or inf for
+ * "none") is a long wait, not a negative one: no variant times out. */
+Test(workers, a_timeout_too_long_for_poll_is_a_long_wait)
+{
+  const double limits[] = {1e9, INFINITY};
+  for (int l = 0; l < 2; ++l) {
+    run r;
+    prepare(&r);
+    go(&r, limits[l]);
+    for (int i = 0; i < NV; ++i)
+      expect(&r, i, "ok");
+  }
 }
 
 /* The worker is told its GPU, then (on its stdin) the family and the

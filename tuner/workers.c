@@ -26,6 +26,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -46,6 +47,16 @@ static double now_s(void)
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+/* Milliseconds from now to deadline, for poll: 0 once it has passed, and
+ * at most INT_MAX (24.8 days), so that a --timeout of 1e9 or inf waits
+ * that long rather than wrapping to a negative wait, which times out at
+ * once. */
+static int ms_until(double deadline)
+{
+  const double ms = (deadline - now_s()) * 1000;
+  return ms <= 0 ? 0 : ms >= INT_MAX ? INT_MAX : (int)ms;
 }
 
 /* out[i] is final: tell the caller, who may record it at once. */
@@ -132,7 +143,7 @@ static int send_all(int fd, const char *buf, size_t len, double timeout_s)
     if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
       return -1;
     struct pollfd pf = {fd, POLLOUT, 0};
-    const int wait_ms = (int)((deadline - now_s()) * 1000);
+    const int wait_ms = ms_until(deadline);
     if (wait_ms <= 0 || (poll(&pf, 1, wait_ms) < 0 && errno != EINTR))
       return -1;
   }
@@ -255,10 +266,7 @@ static void run_from(const kt_problem *p, const char *key, const kt_variant **vs
     int timed_out = 0;
     for (;;) {
       struct pollfd pf = {w.out, POLLIN, 0};
-      int wait_ms = (int)((deadline - now_s()) * 1000);
-      if (wait_ms < 0)
-        wait_ms = 0;
-      int pr = poll(&pf, 1, wait_ms);
+      int pr = poll(&pf, 1, ms_until(deadline));
       if (pr == 0) {
         timed_out = 1;
         break;
