@@ -1041,6 +1041,47 @@ static int doc_row(kt_db *db, const char *q, const char *doc, char *a, size_t al
   return rc == SQLITE_ROW ? 1 : rc == SQLITE_DONE ? 0 : -1;
 }
 
+/* Each measurement of this build's generator and of a family it has must
+ * name a problem that the family reads, with the sizes that its key says
+ * (a row the ranking would refuse, or that would hold other sizes than its
+ * key): KT_OK or KT_ERR_DB_DAMAGED naming the first that does not. */
+static int import_problems(kt_db *db, const char *name, const char *doc, char *err, size_t errlen)
+{
+  sqlite3_stmt *st = NULL;
+  const char *q = "SELECT key, json_extract(value, '$.family'), json_extract(value, '$.problem'),"
+                  " json_extract(value, '$.m'), json_extract(value, '$.n'), json_extract(value, '$.k'),"
+                  " json_extract(value, '$.nbins'), json_extract(value, '$.nsamples')"
+                  " FROM json_each(?1, '$.measurements') WHERE json_extract(value, '$.generator_version') = ?2";
+  if (sqlite3_prepare_v2(db->h, q, -1, &st, NULL) != SQLITE_OK)
+    return fail(err, errlen, KT_ERR_DB_OPEN, "import", db->h);
+  sqlite3_bind_text(st, 1, doc, -1, SQLITE_STATIC);
+  bind_text(st, 2, kt_registry_generator_version);
+  int rc = KT_OK, step;
+  while (rc == KT_OK && (step = sqlite3_step(st)) == SQLITE_ROW) {
+    const kt_family_ops *ops = kt_family_find((const char *)sqlite3_column_text(st, 1));
+    const char *key = (const char *)sqlite3_column_text(st, 2);
+    if (!ops)
+      continue; /* a family this build does not have: kept, never ranked */
+    kt_problem p, cols;
+    int ok = key && ops->parse(key, &p) == KT_OK;
+    if (ok)
+      read_problem(st, 3, ops, &cols);
+    for (int c = 0; c < NSIZE_COLUMNS && ok; ++c) {
+      const int d = dim_of_column(ops, c);
+      ok = d < 0 || (sqlite3_column_type(st, 3 + c) == SQLITE_INTEGER && cols.dim[d] == p.dim[d]);
+    }
+    if (!ok) {
+      snprintf(err, errlen, "%s: damaged: measurements[%lld]: '%s' is not a %s problem, or not the sizes given", name,
+               sqlite3_column_int64(st, 0), key ? key : "", ops->name);
+      rc = KT_ERR_DB_DAMAGED;
+    }
+  }
+  if (rc == KT_OK && step != SQLITE_DONE)
+    rc = fail(err, errlen, KT_ERR_DB_OPEN, "import", db->h);
+  sqlite3_finalize(st);
+  return rc;
+}
+
 /* Refuse, before anything of it is written, a document that is not ours,
  * is newer, or is not whole: KT_OK or KT_ERR_DB_* with err saying why. */
 static int import_check(kt_db *db, const char *name, const char *doc, char *err, size_t errlen)
@@ -1112,7 +1153,7 @@ static int import_check(kt_db *db, const char *name, const char *doc, char *err,
       return KT_ERR_DB_DAMAGED;
     }
   }
-  return KT_OK;
+  return import_problems(db, name, doc, err, errlen);
 }
 
 /* Copy each element of `array` into the table with `insert`, binding the

@@ -470,17 +470,61 @@ Test(db_export, one_bad_file_among_good_ones_imports_nothing)
   free(text), free(newer);
 }
 
-Test(db_export, a_failure_after_rows_were_written_takes_them_all_back)
+/* The document with its one measurement moved to another problem (whose
+ * key and sizes are given). */
+static char *moved(const char *problem, const char *sizes)
 {
-  /* Passes every check, but its problem key cannot be ranked: the import
-   * fails after writing the device and the row, and must undo both. */
   char *good = doc(NULL, NULL);
-  char *at = strstr(good, "\"problem\":\"8x8x8\"");
+  const char *from = "\"problem\":\"8x8x8\",\"dist\":\"\",\"m\":8,\"n\":8,\"k\":8";
+  char *at = strstr(good, from);
   cr_assert_not_null(at);
   char *d = NULL;
-  cr_assert_gt(
-      asprintf(&d, "%.*s\"problem\":\"banana\"%s", (int)(at - good), good, at + strlen("\"problem\":\"8x8x8\"")), 0);
+  cr_assert_gt(asprintf(&d, "%.*s\"problem\":\"%s\",\"dist\":\"\",%s%s", (int)(at - good), good, problem, sizes,
+                        at + strlen(from)),
+               0);
+  free(good);
+  return d;
+}
+
+Test(db_export, a_failure_after_rows_were_written_takes_them_all_back)
+{
+  /* The second file's row fails in the database itself (a trigger here; a
+   * full disk or an I/O error alike) after the first file's device and row
+   * were written: the import must undo both. */
+  char dst[PATH_MAX];
+  kt_test_path(dst, sizeof dst, "dst.db");
+  const kt_device_info b = dev_b();
+  kt_problem p = kt_test_matmul_problem(32, 32, 32);
+  kt_measurement m = kt_test_measure(kt_test_need(kt_test_is_matmul, 0, "matmul"), p, "ok", 1.0);
+  kt_test_tune(dst, &b, &m, 1, p);
+  kt_test_sql(dst, "CREATE TRIGGER no16 BEFORE INSERT ON measurements WHEN NEW.problem = '16x16x16'"
+                   " BEGIN SELECT RAISE(ABORT, 'no room'); END");
+  char *before = contents(dst);
+  char *good = doc(NULL, NULL), *d = moved("16x16x16", "\"m\":16,\"n\":16,\"k\":16");
   const char *docs[] = {good, d};
-  assert_refused_as(docs, 2, KT_ERR_DB_DAMAGED, KT_OK, "an unrankable problem");
-  free(d), free(good);
+  const char *names[] = {"a.json", "b.json"};
+  cr_assert_eq(kt_db_import_check(2, names, docs, err, sizeof err), KT_OK, "%s", err);
+  kt_db_import_counts c;
+  const int rc = import(dst, 2, docs, &c);
+  cr_expect_eq(rc, KT_ERR_DB_WRITE, "got %d (%s): %s", rc, kt_strerror(rc), err);
+  cr_expect(strstr(err, "b.json") != NULL, "the message names the file: %s", err);
+  char *after = contents(dst);
+  cr_expect_str_eq(after, before, "the database changed");
+  free(before), free(after), free(d), free(good);
+}
+
+/* A measurement whose problem its family cannot read, or whose sizes are
+ * not its key's, is refused before the database is opened (which would
+ * create it), and leaves it as it was. */
+Test(db_export, a_problem_that_does_not_read_or_disagrees_with_its_sizes_is_refused_first)
+{
+  char *good = doc(NULL, NULL);
+  char *bad[] = {moved("banana", "\"m\":8,\"n\":8,\"k\":8"), moved("8x8x8", "\"m\":-5,\"n\":8,\"k\":8"),
+                 moved("8x8x8", "\"m\":8,\"n\":8,\"k\":null"), moved("16x16x16", "\"m\":8,\"n\":8,\"k\":8")};
+  for (int i = 0; i < 4; ++i) {
+    const char *docs[] = {good, bad[i]};
+    assert_refused(docs, 2, KT_ERR_DB_DAMAGED, bad[i]);
+    free(bad[i]);
+  }
+  free(good);
 }
