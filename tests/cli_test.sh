@@ -97,6 +97,19 @@ run tune --family nosuch
 expect "tune: an unknown family: exit 2" 2 "unknown family 'nosuch'"
 run tune --variants 'no_such_variant*'
 expect "tune: a --variants pattern that matches nothing: exit 2" 2 "matches no variant"
+run --version extra
+expect "--version with an argument: exit 2" 2 "takes no arguments"
+
+# ---- output that cannot be written: exit 1, never a silent cut -------------
+if [ -w /dev/full ]; then
+  for cmd in "--version" "list" "list --json"; do
+    # shellcheck disable=SC2086
+    "$ktune" $cmd >/dev/full 2>"$work/stderr"
+    rc=$?
+    expect "$cmd into a full disk: exit 1" 1 "writing the output"
+  done
+fi
+
 run tune --matmul 64x64
 expect "tune: a bad shape: exit 2" 2 "bad shape"
 run tune --timeout

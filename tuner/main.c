@@ -12,6 +12,7 @@
  * Every command takes --help; list, show, explain and tune take --json
  * (tuner.h, cli.c: the conventions).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,7 +301,7 @@ static void usage(FILE *f)
              "KTUNE_LOG=warn|info|debug (the library's messages on stderr).\n");
 }
 
-int main(int argc, char **argv)
+static int run(int argc, char **argv)
 {
   if (argc < 2) {
     usage(stderr);
@@ -311,6 +312,10 @@ int main(int argc, char **argv)
     return 0;
   }
   if (!strcmp(argv[1], "--version")) {
+    if (argc > 2) {
+      fprintf(stderr, "ktune: --version takes no arguments ('%s')\n", argv[2]);
+      return KT_CLI_USAGE;
+    }
     printf("ktune %s\nkernels for %s (each GPU runs those of the newest target it can), generator %s, %d variants\n",
            kt_version(), kt_registry_target, kt_registry_generator_version, variant_count());
     return 0;
@@ -321,4 +326,18 @@ int main(int argc, char **argv)
   fprintf(stderr, "ktune: unknown %s '%s'\nRun 'ktune --help' for the commands.\n",
           argv[1][0] == '-' ? "option" : "command", argv[1]);
   return KT_CLI_USAGE;
+}
+
+/* A command whose output could not all be written (a full disk, a closed
+ * pipe's reader) fails, so that a script never takes a cut listing for a
+ * whole one. */
+int main(int argc, char **argv)
+{
+  int rc = run(argc, argv);
+  errno = 0;
+  if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+    fprintf(stderr, "ktune: writing the output: %s\n", strerror(errno ? errno : EIO));
+    rc = 1;
+  }
+  return rc;
 }
