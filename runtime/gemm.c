@@ -77,7 +77,8 @@ static int gemm_parse(const char *s, kt_problem *out)
   char type[8], ops[3];
   int used = 0, t = -1;
   if (!s || sscanf(s, "%lldx%lldx%lld %7s %2[nt]%n", &m, &n, &k, type, ops, &used) != 5 || s[used] != '\0' ||
-      strlen(ops) != 2 || m <= 0 || n <= 0 || k <= 0 || m > INT_MAX || n > INT_MAX || k > INT_MAX)
+      strlen(ops) != 2 || m <= 0 || n <= 0 || k <= 0 || m > KT_MATMUL_MAX_DIM || n > KT_MATMUL_MAX_DIM ||
+      k > KT_MATMUL_MAX_DIM)
     return KT_ERR_BAD_OPTION;
   for (int i = 0; i < 4; ++i)
     if (strcmp(type, type_names[i]) == 0)
@@ -311,7 +312,7 @@ static int check(const kt_matmul_desc *x)
     return KT_ERR_BAD_TYPE;
   if (x->M < 1 || x->N < 1 || x->K < 1 || x->batch < 1)
     return KT_ERR_BAD_SIZE;
-  if (x->M > INT_MAX - 1024 || x->N > INT_MAX - 1024 || x->K > INT_MAX - 1024 || x->batch > INT_MAX)
+  if (x->M > KT_MATMUL_MAX_DIM || x->N > KT_MATMUL_MAX_DIM || x->K > KT_MATMUL_MAX_DIM || x->batch > INT_MAX)
     return KT_ERR_OVERFLOW;
   /* Stored shapes: op N stores op(X) as is, op T its transpose. */
   const int64_t ar = x->op_a == KT_OP_N ? x->M : x->K, ac = x->op_a == KT_OP_N ? x->K : x->M;

@@ -16,6 +16,7 @@
 #ifndef KT_INTERNAL_H
 #define KT_INTERNAL_H
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -97,6 +98,9 @@ KT_INTERNAL int kt_resident_blocks(const kt_variant *v, const kt_device_info *d)
 /* A problem is a family and up to KT_MAX_DIMS sizes, which the family names
  * (kt_family_ops.dims); the unions give them their family's names. */
 #define KT_MAX_DIMS 4
+/* The largest M, N or K that kt_matmul and kt_matmul_ex take, and that the
+ * tuner tunes: the kernels index in int, with room past the last tile. */
+#define KT_MATMUL_MAX_DIM (INT_MAX - 1024)
 typedef struct kt_problem {
   kt_family family;
   union {

@@ -27,7 +27,6 @@
 #include "registry.h"
 
 /* Largest M, N or K: INT_MAX less room for a tile's overshoot. */
-#define KT_MAX_DIM (INT_MAX - 1024)
 
 /* ---- the family's entry ------------------------------------------------ */
 
@@ -41,7 +40,7 @@ static int matmul_parse(const char *s, kt_problem *out)
   long long m, n, k;
   int used = 0;
   if (!s || sscanf(s, "%lldx%lldx%lld%n", &m, &n, &k, &used) != 3 || s[used] != '\0' || m <= 0 || n <= 0 || k <= 0 ||
-      m > KT_MAX_DIM || n > KT_MAX_DIM || k > KT_MAX_DIM)
+      m > KT_MATMUL_MAX_DIM || n > KT_MATMUL_MAX_DIM || k > KT_MATMUL_MAX_DIM)
     return KT_ERR_BAD_OPTION;
   memset(out, 0, sizeof *out);
   out->family = KT_FAMILY_MATMUL;
@@ -1048,8 +1047,8 @@ static int check(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, c
   /* The kernels index rows with 64 bits but step through M, N and K in
    * 32-bit ints that may run a tile (at most 256) past the end: larger
    * sizes are refused, never computed wrongly. */
-  if (M > KT_MAX_DIM || N > KT_MAX_DIM || K > KT_MAX_DIM || !span_ok(M, K, lda) || !span_ok(K, N, ldb) ||
-      !span_ok(M, N, ldc))
+  if (M > KT_MATMUL_MAX_DIM || N > KT_MATMUL_MAX_DIM || K > KT_MATMUL_MAX_DIM || !span_ok(M, K, lda) ||
+      !span_ok(K, N, ldb) || !span_ok(M, N, ldc))
     return KT_ERR_OVERFLOW;
   if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)C) & 3u)
     return KT_ERR_MISALIGNED;

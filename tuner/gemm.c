@@ -260,8 +260,9 @@ static int problems(const char *const *values, kt_problem *out, int max, char *e
     long long m, nn, k;
     int used = 0;
     if (more < 0 || sscanf(item, "%lldx%lldx%lld%n", &m, &nn, &k, &used) != 3 || item[used] != '\0' || m < 1 ||
-        nn < 1 || k < 1 || m > INT_MAX || nn > INT_MAX || k > INT_MAX) {
-      snprintf(err, errlen, "--gemm: bad shape '%s' (MxNxK, each 1..%d)", more < 0 ? "(too long)" : item, INT_MAX);
+        nn < 1 || k < 1 || m > KT_MATMUL_MAX_DIM || nn > KT_MATMUL_MAX_DIM || k > KT_MATMUL_MAX_DIM) {
+      snprintf(err, errlen, "--gemm: bad shape '%s' (MxNxK, each 1..%d)", more < 0 ? "(too long)" : item,
+               KT_MATMUL_MAX_DIM);
       return -1;
     }
     for (int i = 0; i < nl; ++i) {

@@ -421,7 +421,7 @@ static int problems(const char *const *values, kt_problem *out, int max, char *e
   while ((more = kt_tune_family_item(&list, item, sizeof item)) != 0) {
     kt_problem p;
     if (more < 0 || ops->parse(item, &p) != 0 || p.nbins <= 0 || p.nbins > INT_MAX) {
-      snprintf(err, errlen, "--hist: bad bin count '%s' (NBINS or NBINS:N, NBINS 1..%d)",
+      snprintf(err, errlen, "--hist: bad problem '%s' (NBINS or NBINS:N, NBINS 1..%d, N 1..4294967295)",
                more < 0 ? "(too long)" : item, INT_MAX);
       return -1;
     }

@@ -323,10 +323,9 @@ void kt_tune_matmul_check_with(kt_tune_matmul_buffers *b, const kt_variant *v, c
 static int add_shape(const char *where, const char *item, kt_problem *out, int *n, int max, char *err, size_t errlen)
 {
   kt_problem p;
-  /* The worker's sizes are ints. */
-  if (kt_family_get(KT_FAMILY_MATMUL)->parse(item, &p) != 0 || p.m <= 0 || p.n <= 0 || p.k <= 0 || p.m > INT_MAX ||
-      p.n > INT_MAX || p.k > INT_MAX) {
-    snprintf(err, errlen, "%s: bad shape '%s' (MxNxK, each 1..%d)", where, item, INT_MAX);
+  /* The family's parse holds the sizes to 1..KT_MATMUL_MAX_DIM. */
+  if (kt_family_get(KT_FAMILY_MATMUL)->parse(item, &p) != 0) {
+    snprintf(err, errlen, "%s: bad shape '%s' (MxNxK, each 1..%d)", where, item, KT_MATMUL_MAX_DIM);
     return -1;
   }
   if (*n == max) {
