@@ -197,9 +197,20 @@ static int open_checked(const char *path, int mode, sqlite3 **out, char *err, si
     sqlite3 *h = NULL;
     char uri[4096 + 32];
     int flags = mode == KT_DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+    /* A file, whatever its name: SQLite takes ":memory:" and (with URIs
+     * on, as distributions build it) "file:..." for other things, where
+     * an import would vanish on close.  "./" keeps them file names. */
+    char plain[4096 + 8];
     const char *name = path;
+    if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
+      if ((size_t)snprintf(plain, sizeof plain, "./%s", path) >= sizeof plain) {
+        snprintf(err, errlen, "cannot open '%s': path too long", path);
+        return KT_ERR_DB_OPEN;
+      }
+      name = plain;
+    }
     if (attempt == 1) {
-      if (!file_uri(path, "immutable=1", uri, sizeof uri))
+      if (!file_uri(name, "immutable=1", uri, sizeof uri))
         break;
       name = uri;
       flags |= SQLITE_OPEN_URI;

@@ -191,6 +191,28 @@ static int load(const char *path, const char *fp, const char *gen, kt_tuned **t)
   return n;
 }
 
+/* Names that SQLite reads as other things than files (":memory:", a
+ * "file:" URI) are files too: what is written to them is there again. */
+Test(db, special_sqlite_names_are_files)
+{
+  char dir[PATH_MAX], cwd[PATH_MAX];
+  kt_test_path(dir, sizeof dir, "");
+  cr_assert_not_null(getcwd(cwd, sizeof cwd));
+  cr_assert_eq(chdir(dir), 0);
+  const char *names[] = {":memory:", "file:x.db?mode=memory"};
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(256, 256, 256);
+  kt_measurement m = kt_test_measure(matmul_variant(0), p, "ok", 1.0);
+  for (int i = 0; i < 2; ++i) {
+    cr_assert_eq(kt_test_tune(names[i], &dev, &m, 1, p), 1, "%s", names[i]);
+    cr_assert(kt_test_exists(names[i]), "no file named %s", names[i]);
+    kt_tuned *t = NULL;
+    cr_assert_eq(load(names[i], dev.fingerprint, kt_registry_generator_version, &t), 1, "%s", names[i]);
+    free(t);
+  }
+  cr_assert_eq(chdir(cwd), 0);
+}
+
 Test(db, ranking_orders_by_time_and_loads_back)
 {
   char path[PATH_MAX];
