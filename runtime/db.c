@@ -44,7 +44,6 @@
 struct kt_db {
   sqlite3 *h;
   int mode;
-  int empty; /* opened to read, and no schema yet: an empty file, nothing tuned */
 };
 
 static const char *SCHEMA =
@@ -252,6 +251,29 @@ static int open_checked(const char *path, int mode, sqlite3 **out, char *err, si
   return KT_ERR_DB_OPEN;
 }
 
+/* An empty file opened to read (touched, or left by a tuner that stopped
+ * before its schema) holds nothing tuned: the schema's tables, empty, in
+ * the connection's TEMP schema, which the file never sees, answer every
+ * read as a new database's would. */
+static int temp_schema(sqlite3 *h, char *err, size_t errlen)
+{
+  char sql[4096], *msg = NULL;
+  size_t n = 0;
+  for (const char *p = SCHEMA; *p && n + 8 < sizeof sql;)
+    if (strncmp(p, "CREATE TABLE", 12) == 0) {
+      n += (size_t)snprintf(sql + n, sizeof sql - n, "CREATE TEMP TABLE");
+      p += 12;
+    } else {
+      sql[n++] = *p++;
+    }
+  sql[n] = 0;
+  if (sqlite3_exec(h, sql, NULL, NULL, &msg) == SQLITE_OK)
+    return KT_OK;
+  snprintf(err, errlen, "an empty file: %s", msg ? msg : "?");
+  sqlite3_free(msg);
+  return KT_ERR_DB_OPEN;
+}
+
 int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen)
 {
   *out = NULL;
@@ -266,6 +288,10 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
   int state = open_checked(path, mode, &h, err, errlen);
   if (state < 0 || state > 1)
     return state;
+  if (mode == KT_DB_READ && state == 0 && temp_schema(h, err, errlen) != KT_OK) {
+    sqlite3_close(h);
+    return KT_ERR_DB_OPEN;
+  }
   if (mode == KT_DB_WRITE) {
     char *msg = NULL;
     /* Only now, with the file known to be ours or empty, write to it. */
@@ -303,7 +329,6 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
   }
   db->h = h;
   db->mode = mode;
-  db->empty = mode == KT_DB_READ && state == 0;
   *out = db;
   return KT_OK;
 }
@@ -654,8 +679,6 @@ int kt_db_load(kt_db *db, const char *device_fp, const char *gen_version, kt_tun
 {
   *out = NULL;
   *count = 0;
-  if (db->empty)
-    return KT_OK;
   sqlite3_stmt *st = NULL;
   const char *q = "SELECT family, problem, m, n, k, nbins, nsamples, variant, source_hash, time_ms FROM winners"
                   " WHERE device=? AND generator_version=? ORDER BY family, problem, rank";
@@ -1247,7 +1270,7 @@ static int import_rank(kt_db *db, const char *name, const char *doc, int *ranked
 
 int kt_db_import_check(int n, const char *const *names, const char *const *docs, char *err, size_t errlen)
 {
-  kt_db mem = {NULL, KT_DB_READ, 0};
+  kt_db mem = {NULL, KT_DB_READ};
   if (sqlite3_open(":memory:", &mem.h) != SQLITE_OK) {
     sqlite3_close(mem.h);
     return fail(err, errlen, KT_ERR_NO_MEMORY, "no memory for SQLite", NULL);

@@ -213,6 +213,35 @@ Test(db, special_sqlite_names_are_files)
   cr_assert_eq(chdir(cwd), 0);
 }
 
+/* An empty file read as a database holds nothing, whatever is read of it
+ * (devices, rankings, an export), and stays empty. */
+Test(db, an_empty_file_reads_as_an_empty_database)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "empty.db");
+  kt_test_write_file(path, "");
+  kt_db *db = open_ok(path, KT_DB_READ);
+  kt_db_device *d = NULL;
+  int n = -1;
+  cr_assert_eq(kt_db_devices(db, kt_registry_generator_version, &d, &n, err, sizeof err), KT_OK, "%s", err);
+  cr_assert_eq(n, 0);
+  free(d);
+  kt_tuned *t = NULL;
+  cr_assert_eq(kt_db_load(db, "any", kt_registry_generator_version, &t, &n, err, sizeof err), KT_OK, "%s", err);
+  cr_assert_eq(n, 0);
+  free(t);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  cr_assert_eq(kt_db_export(db, NULL, f, err, sizeof err), KT_OK, "%s", err);
+  fclose(f);
+  cr_assert_not_null(strstr(text, "\"measurements\":["), "%s", text);
+  free(text);
+  kt_db_close(db);
+  free(kt_test_slurp(path, &len));
+  cr_assert_eq(len, 0, "reading the empty file wrote to it");
+}
+
 Test(db, ranking_orders_by_time_and_loads_back)
 {
   char path[PATH_MAX];
