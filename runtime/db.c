@@ -280,9 +280,25 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
   if (!path || !*path)
     return fail(err, errlen, KT_ERR_BAD_OPTION, "no database path", NULL);
   struct stat sb;
-  if (mode == KT_DB_READ && stat(path, &sb) != 0 && errno == ENOENT) {
+  const int there = stat(path, &sb) == 0;
+  if (mode == KT_DB_READ && !there && errno == ENOENT) {
     snprintf(err, errlen, "no such file");
     return KT_ERR_DB_MISSING;
+  }
+  if (there && S_ISDIR(sb.st_mode)) { /* SQLite would say "disk I/O error" */
+    snprintf(err, errlen, "'%s' is a folder, not a database file", path);
+    return KT_ERR_DB_OPEN;
+  }
+  if (mode == KT_DB_WRITE && !there) { /* SQLite would say "unable to open database file" */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+      *(slash == dir ? slash + 1 : slash) = 0;
+    if (slash && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+      snprintf(err, errlen, "no folder '%s' to create '%s' in", dir, path);
+      return KT_ERR_DB_OPEN;
+    }
   }
   sqlite3 *h = NULL;
   int state = open_checked(path, mode, &h, err, errlen);

@@ -98,6 +98,28 @@ Test(db, read_of_missing_file_fails_and_creates_nothing)
   cr_assert_eq(kt_test_dir_entries(), 0, "a read-only open left a file behind");
 }
 
+/* A folder, or a file in a folder that is not there, is refused saying so
+ * (SQLite's own words were "disk I/O error" and "unable to open database
+ * file"), and nothing is created. */
+Test(db, a_folder_or_a_missing_folder_is_named)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "a-folder.db");
+  cr_assert_eq(mkdir(path, 0755), 0);
+  const int modes[] = {KT_DB_READ, KT_DB_WRITE};
+  for (int i = 0; i < 2; ++i) {
+    kt_db *db = NULL;
+    cr_assert_eq(kt_db_open(&db, path, modes[i], err, sizeof err), KT_ERR_DB_OPEN);
+    cr_assert_not_null(strstr(err, "is a folder"), "%s", err);
+  }
+  kt_test_path(path, sizeof path, "no/such/folder/tune.db");
+  kt_db *db = NULL;
+  const int entries = kt_test_dir_entries();
+  cr_assert_eq(kt_db_open(&db, path, KT_DB_WRITE, err, sizeof err), KT_ERR_DB_OPEN);
+  cr_assert_not_null(strstr(err, "no folder"), "%s", err);
+  cr_assert_eq(kt_test_dir_entries(), entries, "something was created");
+}
+
 Test(db, foreign_sqlite_database_is_refused_untouched)
 {
   char path[PATH_MAX];
