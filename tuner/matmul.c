@@ -607,8 +607,8 @@ static int explain(kt_context *ctx, const kt_problem *p, kt_choice *out)
 const kt_tune_family kt_tune_matmul = {
     .id = KT_FAMILY_MATMUL,
     .options = {{"--matmul", "MxNxK,...|@FILE", DEFAULT_SHAPES,
-                 "the matmul shapes to tune; @FILE: from a file, one MxNxK a line, # comments\n"
-                 "                           (make tune SHAPES=FILE)"}},
+                 "the matmul shapes to tune, at most 256; @FILE: from a file, one MxNxK a line,\n"
+                 "                           # comments (make tune SHAPES=FILE)"}},
     .problems = problems,
     .report_header = report_header,
     .report_row = report_row,
