@@ -163,19 +163,30 @@ Test(db, large_non_sqlite_file_is_refused_untouched)
   assert_refused_untouched(path, KT_ERR_DB_FOREIGN);
 }
 
+/* A database with one ranked problem (256^3 for the test GPU) and `rows`
+ * more measurements of another device, so that it spans many pages. */
+static void tuned_with_rows(const char *path, int rows)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_problem p = kt_test_matmul_problem(256, 256, 256);
+  kt_measurement m = kt_test_measure(matmul_variant(0), p, "ok", 1.0);
+  cr_assert_eq(kt_test_tune(path, &dev, &m, 1, p), 1);
+  char sql[512];
+  snprintf(sql, sizeof sql,
+           "WITH RECURSIVE i(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM i WHERE x < %d)"
+           " INSERT INTO measurements (device, generator_version, family, problem, variant, source_hash,"
+           " status) SELECT 'd', 'g', 'matmul', 'p' || x, 'v', 'h', 'skipped' FROM i",
+           rows);
+  kt_test_sql(path, sql);
+}
+
 /* A ktune database cut short (a copy that stopped, a full disk) reads as
  * SQLite, then its pages do not: damaged, not another program's file. */
 Test(db, a_database_cut_short_is_damaged_and_left_untouched)
 {
   char path[PATH_MAX];
   kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  kt_problem p = kt_test_matmul_problem(256, 256, 256);
-  kt_measurement m = kt_test_measure(matmul_variant(0), p, "ok", 1.0);
-  cr_assert_eq(kt_test_tune(path, &dev, &m, 1, p), 1);
-  kt_test_sql(path, "WITH RECURSIVE i(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM i WHERE x < 2000)"
-                    " INSERT INTO measurements (device, generator_version, family, problem, variant, source_hash,"
-                    " status) SELECT 'd', 'g', 'matmul', 'p' || x, 'v', 'h', 'skipped' FROM i");
+  tuned_with_rows(path, 2000);
   size_t len;
   unsigned char *whole = kt_test_slurp(path, &len);
   cr_assert_gt(len, 16384);
@@ -823,13 +834,7 @@ Test(db, an_interrupted_write_is_no_damage_and_is_not_read_around)
   char path[PATH_MAX], journal[PATH_MAX + 16];
   kt_test_path(path, sizeof path, "tune.db");
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  kt_problem p = kt_test_matmul_problem(256, 256, 256);
-  kt_measurement m = kt_test_measure(matmul_variant(0), p, "ok", 1.0);
-  cr_assert_eq(kt_test_tune(path, &dev, &m, 1, p), 1);
-  /* Enough rows that the unfinished write spills pages into the file. */
-  kt_test_sql(path, "WITH RECURSIVE i(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM i WHERE x < 3000)"
-                    " INSERT INTO measurements (device, generator_version, family, problem, variant, source_hash,"
-                    " status) SELECT 'd', 'g', 'matmul', 'p' || x, 'v', 'h', 'skipped' FROM i");
+  tuned_with_rows(path, 3000); /* enough that the unfinished write spills pages into the file */
   run_children(1, interrupt_a_write, path);
   snprintf(journal, sizeof journal, "%s-journal", path);
   cr_assert(kt_test_exists(journal), "the interrupted write left no journal: the test proves nothing");
