@@ -668,6 +668,22 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
   return n;
 }
 
+/* Does key read as a problem of ops (into *p) whose sizes are the size
+ * columns of st's row, integers from column `first` on (as read_problem)? */
+static int key_has_sizes(sqlite3_stmt *st, int first, const kt_family_ops *ops, const char *key, kt_problem *p)
+{
+  if (!key || ops->parse(key, p) != KT_OK)
+    return 0;
+  kt_problem cols;
+  read_problem(st, first, ops, &cols);
+  for (int c = 0; c < NSIZE_COLUMNS; ++c) {
+    const int d = dim_of_column(ops, c);
+    if (d >= 0 && (sqlite3_column_type(st, first + c) != SQLITE_INTEGER || cols.dim[d] != p->dim[d]))
+      return 0;
+  }
+  return 1;
+}
+
 /* A winners row's problem, from its key, which must agree with its size
  * columns (from the third column of st on), and its time, which must be a
  * time: KT_OK, or KT_ERR_DB_DAMAGED with what is wrong in err.  SQLite's
@@ -676,14 +692,7 @@ int kt_db_rank(kt_db *db, const char *device_fp, const char *gen_version, const 
 static int row_problem(sqlite3_stmt *st, const kt_family_ops *ops, const char *key, double ms, kt_problem *p, char *err,
                        size_t errlen)
 {
-  kt_problem cols;
-  read_problem(st, 2, ops, &cols);
-  int ok = key && ops->parse(key, p) == KT_OK && isfinite(ms) && ms > 0;
-  for (int c = 0; c < NSIZE_COLUMNS && ok; ++c) {
-    const int d = dim_of_column(ops, c);
-    ok = d < 0 || (sqlite3_column_type(st, 2 + c) == SQLITE_INTEGER && cols.dim[d] == p->dim[d]);
-  }
-  if (ok)
+  if (key_has_sizes(st, 2, ops, key, p) && isfinite(ms) && ms > 0)
     return KT_OK;
   snprintf(err, errlen, "a %s winner (problem \"%s\", %g ms) whose sizes or time are not those of its problem",
            ops->name, key ? key : "NULL", ms);
@@ -1112,15 +1121,8 @@ static int import_problems(kt_db *db, const char *name, const char *doc, char *e
     const char *key = (const char *)sqlite3_column_text(st, 2);
     if (!ops)
       continue; /* a family this build does not have: kept, never ranked */
-    kt_problem p, cols;
-    int ok = key && ops->parse(key, &p) == KT_OK;
-    if (ok)
-      read_problem(st, 3, ops, &cols);
-    for (int c = 0; c < NSIZE_COLUMNS && ok; ++c) {
-      const int d = dim_of_column(ops, c);
-      ok = d < 0 || (sqlite3_column_type(st, 3 + c) == SQLITE_INTEGER && cols.dim[d] == p.dim[d]);
-    }
-    if (!ok) {
+    kt_problem p;
+    if (!key_has_sizes(st, 3, ops, key, &p)) {
       snprintf(err, errlen, "%s: damaged: measurements[%lld]: '%s' is not a %s problem, or not the sizes given", name,
                sqlite3_column_int64(st, 0), key ? key : "", ops->name);
       rc = KT_ERR_DB_DAMAGED;
