@@ -150,7 +150,10 @@ ifneq ($(strip $(KT_GENERATED_ARCH))|$(KT_GENERATED_ONLY)|$(KT_GENERATED_NO_PRUN
 FORCE_GEN := FORCE
 endif
 
-VARIANTS := $(KT_VARIANTS_matmul) $(KT_VARIANTS_hist) $(KT_VARIANTS_gemm)
+# Every family that variants.mk lists (KT_VARIANTS_<family>): a new family
+# needs no line here.
+GEN_FAMILIES := $(sort $(patsubst KT_VARIANTS_%,%,$(filter KT_VARIANTS_%,$(.VARIABLES))))
+VARIANTS := $(foreach f,$(GEN_FAMILIES),$(KT_VARIANTS_$(f)))
 VARIANT_OBJS := $(VARIANTS:%=build/obj/%.o)
 FAMILIES := $(sort $(patsubst %/,%,$(dir $(VARIANTS))))
 RUNTIME_SRCS := $(wildcard runtime/*.c)
@@ -247,9 +250,10 @@ build/obj/%.o: generated/%.cu runtime/kt_variant.h runtime/kt_launch.h
 	@mkdir -p $(@D)
 	$(Q)$(NVCC) $(NVCCFLAGS) $(or $(SASS_ONLY),$(call variant_gencodes,$*)) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -Xptxas -v \
 	  -c $< -o $@ 2> $(@:.o=.ptxas) || { cat $(@:.o=.ptxas) >&2; exit 1; }
-$(KT_VARIANTS_matmul:%=build/obj/%.o): $(KT_INCLUDES_matmul)
-$(KT_VARIANTS_hist:%=build/obj/%.o): $(KT_INCLUDES_hist)
-$(KT_VARIANTS_gemm:%=build/obj/%.o): $(KT_INCLUDES_gemm)
+define family_includes
+$$(KT_VARIANTS_$(1):%=build/obj/%.o): $$(KT_INCLUDES_$(1))
+endef
+$(foreach f,$(GEN_FAMILIES),$(eval $(call family_includes,$(f))))
 # wgmma and setmaxnreg exist only in sm_90a machine code (no PTX: it would
 # not run elsewhere); the generator makes these variants for sm_90 targets only.
 $(patsubst %,build/obj/%.o,$(filter gemm/gemm_wgmma_%,$(KT_VARIANTS_gemm))): SASS_ONLY = -gencode=arch=compute_90a,code=sm_90a
