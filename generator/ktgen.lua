@@ -1,7 +1,8 @@
 -- SPDX-License-Identifier: MIT
 -- generator/ktgen.lua: expand every kernel family over its parameter space.
 --
---   lua5.4 generator/ktgen.lua --arch sm_80,sm_90 [--out generated] [--explain] [--no-prune] [--only GLOBS]
+--   lua5.4 generator/ktgen.lua --arch sm_80,sm_90 [--out generated] [--check] [--explain] [--quiet]
+--                              [--no-prune] [--only GLOBS] [--templates DIR]
 --
 -- --arch names the targets (comma- or space-separated; generator/targets.lua
 -- knows them).  Each family's space is enumerated for each target apart, so
