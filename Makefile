@@ -194,6 +194,7 @@ help:
 	@echo "  ONLY='g1,g2'      only the variants these shell globs match (whole names; * ? [...]), plus the defaults"
 	@echo "  NO_PRUNE=1        also keep what the spaces' prune rules drop: the whole feasible space, for a new GPU"
 	@echo "  KTUNE_DB=FILE     the user database of make tune and make bench (default: ktune's own)"
+	@echo "  SEED=N            make bench: the random suites' seed (default: the benches' own)"
 	@echo "  SHAPES=FILE       make tune: these matmul shapes (one MxNxK a line, # comments) instead of the defaults"
 	@echo "  PREFIX=DIR        where make install puts things (now $(PREFIX))"
 	@echo "  V=1               show the commands"
@@ -395,13 +396,18 @@ build/bench_%: bench/bench_%.cu bench/bench_common.h bench/matmul_check.cuh buil
 	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -std=c++17 -Iruntime/include -Iruntime -Igenerated -Ituner -Itemplates -o $@ $< \
 	  $(TOOL_OBJS) build/libktune.a -lcublas $(SQLITE_LIBS) -lpthread
 
+# Every bench runs, whichever fails (a failed shape, cuBLAS in another
+# precision); make bench fails at the end if any did.  SEED=N draws the
+# random suites from another seed.
+SEED_ARG := $(if $(SEED),--seed $(SEED))
 bench: all $(TOOL_OBJS) $(BENCH_BINS)
-	$(Q)mkdir -p bench/results
-	$(Q)./build/bench_matmul $(DB_ARG) --out bench/results
-	$(Q)./build/bench_matmul_random $(DB_ARG) --out bench/results
-	$(Q)./build/bench_matmul_random $(DB_ARG) --out bench/results --vectors
-	$(Q)./build/bench_hist $(DB_ARG) --out bench/results
-	$(Q)./build/bench_gemm $(DB_ARG) --out bench/results
+	$(Q)mkdir -p bench/results; rc=0; \
+	./build/bench_matmul $(DB_ARG) --out bench/results || rc=1; \
+	./build/bench_matmul_random $(DB_ARG) --out bench/results $(SEED_ARG) || rc=1; \
+	./build/bench_matmul_random $(DB_ARG) --out bench/results --vectors $(SEED_ARG) || rc=1; \
+	./build/bench_hist $(DB_ARG) --out bench/results || rc=1; \
+	./build/bench_gemm $(DB_ARG) --out bench/results || rc=1; \
+	if [ $$rc -ne 0 ]; then echo "make bench: a bench failed (its output says which)" >&2; fi; exit $$rc
 build/bench_gemm: templates/gemm_common.cuh
 
 # Matmul dispatch replayed over measured suites, on the CPU
