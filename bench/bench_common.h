@@ -97,8 +97,16 @@ static inline bench_options bench_parse_args(int argc, char **argv, const char *
       o.out = argv[++i];
     else if (!strcmp(a, "--quick"))
       o.quick = true;
-    else if (!strcmp(a, "--seed") && i + 1 < argc)
-      o.seed = strtoull(argv[++i], nullptr, 0);
+    else if (!strcmp(a, "--seed") && i + 1 < argc) {
+      const char *v = argv[++i];
+      char *end = nullptr;
+      errno = 0;
+      o.seed = strtoull(v, &end, 0);
+      if (errno || end == v || *end || v[0] == '-' || o.seed == 0) { /* 0 is "the default" */
+        fprintf(stderr, "%s: --seed wants a number from 1 to 2^64 - 1, not '%s'\n", argv[0], v);
+        exit(2);
+      }
+    }
     else if (!strcmp(a, "--vectors"))
       o.vectors = true;
     else if (!strcmp(a, "--online"))
@@ -107,10 +115,12 @@ static inline bench_options bench_parse_args(int argc, char **argv, const char *
       const char *v = argv[++i];
       int *lo = a[2] == 'r' ? &o.rows_lo : &o.cols_lo, *hi = a[2] == 'r' ? &o.rows_hi : &o.cols_hi;
       char end = 0;
-      if (sscanf(v, "%d:%d%c", lo, hi, &end) != 2 || *lo < 1 || *hi < *lo) {
-        fprintf(stderr, "%s: %s wants LO:HI with 1 <= LO <= HI, not '%s'\n", argv[0], a, v);
+      long long l = 0, h = 0;
+      if (sscanf(v, "%lld:%lld%c", &l, &h, &end) != 2 || l < 1 || h < l || h > 16384) {
+        fprintf(stderr, "%s: %s wants LO:HI with 1 <= LO <= HI <= 16384, not '%s'\n", argv[0], a, v);
         exit(2);
       }
+      *lo = (int)l, *hi = (int)h;
     }
     else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       bench_usage(stdout, argv[0], about);
