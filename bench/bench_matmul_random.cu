@@ -81,8 +81,10 @@ static int draw(kt_rng *r, double lo, double hi)
 
 static long long pad_ld(long long x, kt_rng *r, const char *kind)
 {
-  if (!strcmp(kind, "ld%4!=0"))
-    return x % 4 ? x + (long long)(kt_rng_next(r) % 3) : x + 1 + (long long)(kt_rng_next(r) % 3);
+  if (!strcmp(kind, "ld%4!=0")) { /* one of the three of x .. x + 3 that are not multiples of 4 */
+    const long long j = (long long)(kt_rng_next(r) % 3), skip = (4 - x % 4) % 4; /* x + skip: the multiple */
+    return x + (j < skip ? j : j + 1);
+  }
   if (!strcmp(kind, "padded"))
     return (x + 3) / 4 * 4 + 4 * (long long)(kt_rng_next(r) % 8);
   return x;
