@@ -317,6 +317,9 @@ int main(int argc, char **argv)
     }
     const double bound = error_bound(c.k);
     const double err_kt = t_kt.ok && t_cb.ok ? rel_error(C, R, c.m, c.n, c.ldc, scratch, d) : NAN;
+    /* ...and nothing of C0 outside C (ldc's padding, the 64 floats past
+     * its end, the offset before it) was written, over all ktune's runs. */
+    const unsigned long long outside = t_kt.ok ? spoiled(C0, nc, (size_t)c.offset, c.m, c.n, c.ldc, scratch, d) : 0;
     /* On-line tuning: the race run to its end, calls enqueued a few at a
      * time as an application would (a call's events are read by later
      * calls once done), then timed as ktune is.  C is checked again after
@@ -345,7 +348,9 @@ int main(int argc, char **argv)
         err_on = rel_error(C, R, c.m, c.n, c.ldc, scratch, d);
       }
     }
-    const bool ok = t_kt.ok && t_cb.ok && err_kt <= bound && best && t_or.ok && err_or <= bound &&
+    if (outside)
+      printf("  %dx%dx%d: ktune wrote %llu floats outside C\n", c.m, c.n, c.k, outside);
+    const bool ok = t_kt.ok && t_cb.ok && err_kt <= bound && outside == 0 && best && t_or.ok && err_or <= bound &&
                     (!online || (t_on.ok && err_on <= bound));
     const double r_cb = t_cb.ms / t_kt.ms, r_or = best_ms / t_kt.ms;
     char name[64];

@@ -67,6 +67,33 @@ __global__ void diff_norms(const float *x, const float *ref, int M, int N, long 
   }
 }
 
+/* Of the n floats at x, how many outside the M x N matrix that starts at
+ * x + first (row stride ld) no longer hold the all-ones bits they were set
+ * to: a kernel's stores past a row's N (into ld's padding) or past the
+ * matrix's end, which the error above cannot see. */
+__global__ void count_spoiled(const float *x, size_t n, size_t first, int M, int N, long long ld,
+                              unsigned long long *out)
+{
+  unsigned long long c = 0;
+  const size_t end = first + (size_t)(M - 1) * ld + N;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const bool inside = i >= first && i < end && (i - first) % ld < (size_t)N;
+    c += !inside && __float_as_uint(x[i]) != 0xffffffffu;
+  }
+  atomicAdd(out, c);
+}
+
+static unsigned long long spoiled(const float *x, size_t n, size_t first, int M, int N, long long ld,
+                                  double *scratch, const bench_device &d)
+{
+  BENCH_CUDA(cudaMemset(scratch, 0, sizeof(unsigned long long)));
+  count_spoiled<<<d.info.sm_count * 8, 256>>>(x, n, first, M, N, ld, (unsigned long long *)scratch);
+  BENCH_CUDA(cudaGetLastError());
+  unsigned long long h = 0;
+  BENCH_CUDA(cudaMemcpy(&h, scratch, sizeof h, cudaMemcpyDeviceToHost));
+  return h;
+}
+
 static void fill(float *x, size_t n, kt_rng *rng, const bench_device &d)
 {
   fill_random<<<d.info.sm_count * 8, 256>>>(x, n, kt_rng_next(rng));
