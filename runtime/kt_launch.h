@@ -75,4 +75,19 @@ static inline cudaError_t kt_launch_prepare(kt_launch_once *once, const void *ke
   return cudaSuccess;
 }
 
+/*
+ * Launch `kernel` and return this launch's status alone.  cudaLaunchKernelEx
+ * returns it; a <<<>>> launch followed by cudaGetLastError would also
+ * return, and clear, an error that the application's own calls had left
+ * pending, and report a launch that was queued as failed.
+ */
+template <typename... P, typename... A>
+static inline cudaError_t kt_launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
+                                           cudaStream_t stream, A... args)
+{
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 #endif

@@ -511,15 +511,16 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     err = cudaMemsetAsync(count, 0, tables, stream);
     if (err != cudaSuccess)
       break;
-    $(name)_count<<<(unsigned)hist_grid_blocks(&p, count_sm, 0, THREADS, TILE_V), THREADS, 0, stream>>>(
-        p.samples, p.n, a->bins, a->nbins, w, (int)nb, count, direct);
-    $(name)<<<(unsigned)hist_grid_blocks(&p, scatter_sm, scatter_smem, THREADS, TILE_V), THREADS,
-                      stage_bytes, stream>>>(p.samples, p.n, a->bins, a->nbins, w, (int)nb, count, cursor, part,
-                                             direct);
+    err = kt_launch_kernel($(name)_count, dim3((unsigned)hist_grid_blocks(&p, count_sm, 0, THREADS, TILE_V)),
+                           dim3(THREADS), 0, stream, p.samples, p.n, a->bins, a->nbins, w, (int)nb, count, direct);
+    if (err == cudaSuccess)
+      err = kt_launch_kernel($(name), dim3((unsigned)hist_grid_blocks(&p, scatter_sm, scatter_smem, THREADS, TILE_V)),
+                             dim3(THREADS), stage_bytes, stream, p.samples, p.n, a->bins, a->nbins, w, (int)nb,
+                             count, cursor, part, direct);
     const unsigned per = (unsigned)((p.n + hist_grid - 1) / hist_grid);
-    $(name)_hist<<<(unsigned)(hist_grid + nb), HT, hist_bytes, stream>>>(part, a->bins, a->nbins, w, (int)nb,
-                                                                         count, per);
-    err = cudaGetLastError();
+    if (err == cudaSuccess)
+      err = kt_launch_kernel($(name)_hist, dim3((unsigned)(hist_grid + nb)), dim3(HT), hist_bytes, stream, part,
+                             a->bins, a->nbins, w, (int)nb, count, per);
   }
   const cudaError_t f = cudaFreeAsync(ws, stream);
   return (int)(err != cudaSuccess ? err : f);

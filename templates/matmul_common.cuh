@@ -51,9 +51,8 @@ static inline cudaError_t matmul_stage_launch(const float *B, long long ldb, int
   long long y = ((long long)(sm_count > 0 ? sm_count : 1) * 8 + cols - 1) / cols;
   y = y < rows ? y : rows;
   y = y < 65535 ? y : 65535;
-  matmul_stage_b<<<dim3((unsigned)cols, (unsigned)(y > 0 ? y : 1)), STAGE_THREADS, 0, stream>>>(B, ldb, rows, N, ldw,
-                                                                                                 W);
-  return cudaGetLastError();
+  return kt_launch_kernel(matmul_stage_b, dim3((unsigned)cols, (unsigned)(y > 0 ? y : 1)), dim3(STAGE_THREADS), 0,
+                          stream, B, ldb, rows, N, ldw, W);
 }
 
 #endif

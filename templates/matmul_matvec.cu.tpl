@@ -137,7 +137,6 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (blocks > 0x7fffffffLL)
     return (int)cudaErrorInvalidConfiguration;
   const dim3 grid((unsigned)blocks, (unsigned)(a->N < 65535 ? a->N : 65535));
-  $(name)<<<grid, THREADS, 0, stream>>>(a->M, a->N, a->K, a->alpha, a->A, a->lda, a->B, a->ldb, a->beta, a->C,
-                                        a->ldc);
-  return (int)cudaGetLastError();
+  return (int)kt_launch_kernel($(name), grid, dim3(THREADS), 0, stream, a->M, a->N, a->K, a->alpha, a->A, a->lda,
+                                a->B, a->ldb, a->beta, a->C, a->ldc);
 }

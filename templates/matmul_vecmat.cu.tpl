@@ -200,9 +200,8 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
                          a->ldc, (int)chunk, W);
   if (e == cudaSuccess && W) {
     const size_t mn = (size_t)a->M * a->N, most = (size_t)a->sm_count * 16, blocks = (mn + 255) / 256;
-    $(name)_sum<<<(unsigned)(blocks < most ? blocks : most), 256, 0, stream>>>(a->M, a->N, (int)splits, a->alpha,
-                                                                                W, a->beta, a->C, a->ldc);
-    e = cudaGetLastError();
+    e = kt_launch_kernel($(name)_sum, dim3((unsigned)(blocks < most ? blocks : most)), dim3(256), 0, stream, a->M,
+                         a->N, (int)splits, a->alpha, W, a->beta, a->C, a->ldc);
   }
   if (W) {
     const cudaError_t f = cudaFreeAsync(W, stream);
