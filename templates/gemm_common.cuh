@@ -11,6 +11,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include "kt_launch.h"
 
 // The value of stored element i of an operand of type `type`, as the
 // multiply sees it: TF32 is FP32 rounded to nearest (ties away) to 10
@@ -48,15 +49,16 @@ static inline int gemm_elem_bytes(int type) { return type == KT_GEMM_BF16 || typ
  */
 constexpr int GEMM_PACK_TILE = 64;
 template <typename T>
-static __global__ void __launch_bounds__(256) gemm_pack(const T *__restrict__ src, long long ld, long long stride, int kmajor,
-                                                 int rows, int K, int kp, int tf32, T *__restrict__ out)
+static __global__ void __launch_bounds__(256)
+    gemm_pack(const T *__restrict__ src, long long ld, long long stride, int kmajor, int rows, int K, int kp, int tf32,
+              T *__restrict__ out, int rbase)
 {
   constexpr int TILE = GEMM_PACK_TILE;
   __shared__ T tile[TILE][TILE + 1];
   const long long b = blockIdx.z;
   src += b * stride;
   out += b * (long long)rows * kp;
-  const int r0 = blockIdx.y * TILE, k0 = blockIdx.x * TILE;
+  const int r0 = rbase + blockIdx.y * TILE, k0 = blockIdx.x * TILE; // rows from rbase: see gemm_pack_launch
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; // 32 x 8 threads
   T x[TILE / 8][2];
 #pragma unroll
@@ -99,28 +101,31 @@ static __global__ void __launch_bounds__(256) gemm_pack(const T *__restrict__ sr
     }
 }
 
-// Launch gemm_pack over `batch` operands of rows x K into out (rows x kp each).
+// Launch gemm_pack over `batch` operands of rows x K into out (rows x kp
+// each): gridDim.y and gridDim.z take at most 65535 tiles of rows and batch
+// entries, so larger operands go in several launches, the rows' by rbase.
 static inline cudaError_t gemm_pack_launch(const void *src, long long ld, long long stride, int kmajor, int rows,
                                            int K, int kp, int batch, int type, void *out, cudaStream_t stream)
 {
   const int es = gemm_elem_bytes(type);
-  for (int b0 = 0; b0 < batch; b0 += 65535) { // gridDim.z <= 65535
-    const dim3 grid((unsigned)((kp + GEMM_PACK_TILE - 1) / GEMM_PACK_TILE),
-                    (unsigned)((rows + GEMM_PACK_TILE - 1) / GEMM_PACK_TILE),
-                    (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535));
-    const char *s = (const char *)src + (size_t)b0 * stride * es;
-    char *o = (char *)out + (size_t)b0 * rows * kp * es;
-    if (es == 2)
-      gemm_pack<unsigned short><<<grid, 256, 0, stream>>>((const unsigned short *)s, ld, stride, kmajor, rows, K, kp,
-                                                           0, (unsigned short *)o);
-    else
-      gemm_pack<float><<<grid, 256, 0, stream>>>((const float *)s, ld, stride, kmajor, rows, K, kp,
-                                                 type == KT_GEMM_TF32, (float *)o);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess)
-      return e;
-  }
-  return cudaSuccess;
+  const long long tiles_r = (rows + GEMM_PACK_TILE - 1) / GEMM_PACK_TILE;
+  cudaError_t e = cudaSuccess;
+  for (long long b0 = 0; b0 < batch && e == cudaSuccess; b0 += 65535)
+    for (long long y0 = 0; y0 < tiles_r && e == cudaSuccess; y0 += 65535) {
+      const dim3 grid((unsigned)((kp + GEMM_PACK_TILE - 1) / GEMM_PACK_TILE),
+                      (unsigned)(tiles_r - y0 < 65535 ? tiles_r - y0 : 65535),
+                      (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535));
+      const char *s = (const char *)src + (size_t)b0 * stride * es;
+      char *o = (char *)out + (size_t)b0 * rows * kp * es;
+      const int rbase = (int)(y0 * GEMM_PACK_TILE);
+      if (es == 2)
+        e = kt_launch_kernel(gemm_pack<unsigned short>, grid, dim3(256), 0, stream, (const unsigned short *)s, ld,
+                             stride, kmajor, rows, K, kp, 0, (unsigned short *)o, rbase);
+      else
+        e = kt_launch_kernel(gemm_pack<float>, grid, dim3(256), 0, stream, (const float *)s, ld, stride, kmajor, rows,
+                             K, kp, (int)(type == KT_GEMM_TF32), (float *)o, rbase);
+    }
+  return e;
 }
 
 #endif

@@ -374,13 +374,13 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   const long long tiles = (long long)((a->M + BM - 1) / BM) * ((a->N + BN - 1) / BN);
   if (tiles > 0x7fffffffLL)
     return (int)cudaErrorInvalidConfiguration;
-  for (int b0 = 0; err == cudaSuccess && b0 < a->batch; b0 += 65535) {
+  for (long long b0 = 0; err == cudaSuccess && b0 < a->batch; b0 += 65535) { // long long: batch may near INT_MAX
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)tiles, (unsigned)(a->batch - b0 < 65535 ? a->batch - b0 : 65535));
     cfg.blockDim = dim3(THREADS);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    err = cudaLaunchKernelEx(&cfg, kernel, *a, ga, gb, b0);
+    err = cudaLaunchKernelEx(&cfg, kernel, *a, ga, gb, (int)b0);
   }
   return (int)err;
 }

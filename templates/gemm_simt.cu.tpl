@@ -60,12 +60,12 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (tiles_m * tiles_n > 0x7fffffffLL)
     return (int)cudaErrorInvalidConfiguration;
   cudaError_t err = cudaSuccess;
-  for (int b0 = 0; err == cudaSuccess && b0 < a->batch; b0 += 65535) {
+  for (long long b0 = 0; err == cudaSuccess && b0 < a->batch; b0 += 65535) { // long long: batch may near INT_MAX
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)(tiles_m * tiles_n), (unsigned)(a->batch - b0 < 65535 ? a->batch - b0 : 65535));
     cfg.blockDim = dim3(BS * BS);
     cfg.stream = stream;
-    err = cudaLaunchKernelEx(&cfg, $(name), *a, (int)tiles_n, b0);
+    err = cudaLaunchKernelEx(&cfg, $(name), *a, (int)tiles_n, (int)b0);
   }
   return (int)err;
 }

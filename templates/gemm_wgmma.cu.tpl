@@ -379,7 +379,7 @@ template <int TA, int TB, int CT>
 __global__ void __launch_bounds__(THREADS, OCC)
 $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, float *__restrict__ C,
         long long ldc, long long stride_c, int M, int N, int K, float alpha, float beta, int batch, int kper,
-        float *ws)
+        float *ws, int shared)
 {
   constexpr int RA = ES == 4 && TA;
   static_assert(!CT || RA, "only the register-fed TF32 kernel runs transposed");
@@ -443,8 +443,10 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
             mbar_wait(empty(s), (n - 1) & 1);
           mbar_expect_tx(full(s), STAGE_BYTES);
           const unsigned a = tiles + s * STAGE_BYTES;
-          tma_slice<TA, BM, 1>(a, &map_a, kfirst + kt, m * BM, at.b, full(s), 0);
-          tma_slice<TB, BN, CLUSTER>(a + A_BYTES, &map_b, kfirst + kt, at.n * BN, at.b, full(s), (int)rank);
+          // A shared operand's map holds one batch entry (see the launcher).
+          tma_slice<TA, BM, 1>(a, &map_a, kfirst + kt, m * BM, shared & 1 ? 0 : at.b, full(s), 0);
+          tma_slice<TB, BN, CLUSTER>(a + A_BYTES, &map_b, kfirst + kt, at.n * BN, shared & 2 ? 0 : at.b, full(s),
+                                     (int)rank);
         }
       }
     }
@@ -707,7 +709,12 @@ static cudaError_t make_map(CUtensorMap *map, const void *p, int mn, int rows, i
     return cudaErrorNotSupported;
   const long long outer = mn ? K : rows; // rows of the stored matrix
   const cuuint64_t dims[3] = {(cuuint64_t)(mn ? rows : K), (cuuint64_t)outer, (cuuint64_t)batch};
-  const cuuint64_t strides[2] = {(cuuint64_t)(ld * ES), (cuuint64_t)((batch > 1 ? stride : ld * outer) * ES)};
+  // One batch entry: its stride is never used; ld * outer, or ld where that
+  // passes TMA's limit (2^40 bytes).
+  long long bstride = batch > 1 ? stride : ld * outer;
+  if (batch == 1 && bstride * ES >= (1LL << 40))
+    bstride = ld;
+  const cuuint64_t strides[2] = {(cuuint64_t)(ld * ES), (cuuint64_t)(bstride * ES)};
   const cuuint32_t box[3] = {(cuuint32_t)(mn ? CHUNK_ROWS : BK), (cuuint32_t)(mn ? BK : box_rows), 1};
   const cuuint32_t step[3] = {1, 1, 1};
   const CUresult r = encode(map, $(tma_type), 3, (void *)p, dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
@@ -717,19 +724,20 @@ static cudaError_t make_map(CUtensorMap *map, const void *p, int mn, int rows, i
 }
 
 // Can TMA address this operand where it is: a 16-byte aligned base, rows
-// and batches?  (TF32 read in place is truncated to TF32 by the tensor
+// and batches, strides under 2^40 bytes?  (batch 1 for an operand shared
+// by the batch.)  (TF32 read in place is truncated to TF32 by the tensor
 // cores, where the repack rounds it to nearest: kt_tune_gemm_bound allows
 // both.)
 static bool aligned(const void *p, long long ld, long long stride, int batch)
 {
-  return ((unsigned long long)p % 16) == 0 && (ld * ES) % 16 == 0 &&
-         (batch == 1 || ((stride * ES) % 16 == 0 && stride > 0));
+  return ((unsigned long long)p % 16) == 0 && (ld * ES) % 16 == 0 && ld * ES < (1LL << 40) &&
+         (batch == 1 || ((stride * ES) % 16 == 0 && stride > 0 && stride * ES < (1LL << 40)));
 }
 
 // The kernel for each layout (index 2 * TA + TB, or for TF32 2 * TA + CT),
 // and its per-device setup, and the split-K sum that goes with it.
 typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, float *, long long, long long, int, int, int, float, float, int,
-                          int, float *);
+                          int, float *, int);
 typedef void (*reduce_fn)(const float4 *, float *, long long, long long, int, int, float, float, long long, int);
 @ if es == 2 then
 static const kernel_fn kernels[4] = {$(name)<0, 0, 0>, $(name)<0, 1, 0>, $(name)<1, 0, 0>, $(name)<1, 1, 0>};
@@ -759,7 +767,10 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
    * registers, one operand at most (kt_gemm_tf32_swaps picks B, by
    * swapping the roles, or A). */
   const int kma = a->op_a == KT_GEMM_OP_N, kmb = a->op_b == KT_GEMM_OP_T;
-  const bool ala = aligned(a->A, a->lda, a->stride_a, a->batch), alb = aligned(a->B, a->ldb, a->stride_b, a->batch);
+  /* An operand whose batch stride is 0 is one matrix for the whole batch:
+   * read, or repacked, once (na, nb entries of each). */
+  const int na = a->stride_a == 0 ? 1 : a->batch, nb = a->stride_b == 0 ? 1 : a->batch;
+  const bool ala = aligned(a->A, a->lda, a->stride_a, na), alb = aligned(a->B, a->ldb, a->stride_b, nb);
   int ta, tb, swap = 0;
   if (ES == 2) {
     ta = ala && !kma, tb = alb && !kmb;
@@ -782,8 +793,8 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   if (err != cudaSuccess)
     return (int)err;
   const int kp = (a->K + 16 / ES - 1) / (16 / ES) * (16 / ES);
-  const size_t bytes_a = pack_a ? (size_t)a->batch * a->M * kp * ES : 0;
-  const size_t bytes_b = pack_b ? (size_t)a->batch * a->N * kp * ES : 0;
+  const size_t bytes_a = pack_a ? (size_t)na * a->M * kp * ES : 0;
+  const size_t bytes_b = pack_b ? (size_t)nb * a->N * kp * ES : 0;
   /* Split K: a slot of BM x BN partial sums per tile and chunk. */
   const size_t packed = (bytes_a + bytes_b + 255) / 256 * 256;
   const size_t bytes_ws = splits > 1 ? (size_t)work * splits * BM * BN * 4 : 0;
@@ -799,21 +810,22 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   const void *A = a->A, *B = a->B;
   long long lda = a->lda, ldb = a->ldb, sa = a->stride_a, sb = a->stride_b;
   if (pack_a) {
-    err = gemm_pack_launch(a->A, a->lda, a->stride_a, kma, a->M, a->K, kp, a->batch, TYPE, scratch, stream);
+    err = gemm_pack_launch(a->A, a->lda, a->stride_a, kma, a->M, a->K, kp, na, TYPE, scratch, stream);
     A = scratch, lda = kp, sa = (long long)a->M * kp;
   }
   if (err == cudaSuccess && pack_b) {
     void *sb_ptr = (char *)scratch + bytes_a;
-    err = gemm_pack_launch(a->B, a->ldb, a->stride_b, kmb, a->N, a->K, kp, a->batch, TYPE, sb_ptr, stream);
+    err = gemm_pack_launch(a->B, a->ldb, a->stride_b, kmb, a->N, a->K, kp, nb, TYPE, sb_ptr, stream);
     B = sb_ptr, ldb = kp, sb = (long long)a->N * kp;
   }
   CUtensorMap map_a, map_b;
   if (err == cudaSuccess)
-    err = swap ? make_map(&map_a, B, 1, a->N, a->K, ldb, sb, a->batch, BM)
-               : make_map(&map_a, A, ta, a->M, a->K, lda, sa, a->batch, BM);
+    err = swap ? make_map(&map_a, B, 1, a->N, a->K, ldb, sb, nb, BM) : make_map(&map_a, A, ta, a->M, a->K, lda, sa, na, BM);
   if (err == cudaSuccess) /* each block of a cluster loads BN / CLUSTER rows of B's slices */
-    err = swap ? make_map(&map_b, A, 0, a->M, a->K, lda, sa, a->batch, BN / CLUSTER)
-               : make_map(&map_b, B, tb, a->N, a->K, ldb, sb, a->batch, BN / CLUSTER);
+    err = swap ? make_map(&map_b, A, 0, a->M, a->K, lda, sa, na, BN / CLUSTER)
+               : make_map(&map_b, B, tb, a->N, a->K, ldb, sb, nb, BN / CLUSTER);
+  /* The kernel reads a one-entry map at batch 0: bit 0 its A, bit 1 its B. */
+  const int shared = ((swap ? nb : na) == 1 ? 1 : 0) | ((swap ? na : nb) == 1 ? 2 : 0);
 
   /* A kernel of ours that follows another of ours may start as that one's
    * blocks finish; it waits (griddepcontrol.wait) before touching memory. */
@@ -857,7 +869,7 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     // The chunks of K on z: no block waits for another, so any order runs.
     cfg.gridDim = dim3((unsigned)((items < cap ? items : cap) * CLUSTER), 1, (unsigned)splits);
     err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, a->C, a->ldc, a->stride_c, M, N, a->K, a->alpha, a->beta,
-                             a->batch, kper, ws);
+                             a->batch, kper, ws, shared);
   }
   if (err == cudaSuccess && splits > 1) {
     const long long blocks = (work * (BM * BN / 4) + 31) / 32;

@@ -37,12 +37,14 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
       if (!variant_serves_type(v, type))
         continue;
       for (int ops = 0; ops < 4; ++ops) {
-        /* One op pair with a long K, which the variants that split K split. */
+        /* One op pair with a long K, which the variants that split K split;
+         * batches with A, B, both or neither shared by their entries. */
         const int kmax = ops == 1 ? 1300 : 300;
-        const kt_tune_gemm_case cs = {type, ops >> 1, ops & 1, 1 + (int)(kt_rng_next(&r) % 260),
-                                      1 + (int)(kt_rng_next(&r) % 260), 1 + (int)(kt_rng_next(&r) % kmax),
-                                      1 + ops % 3, (int)(kt_rng_next(&r) % 9), ops ? 1.0f : -1.5f,
-                                      ops % 2 ? 0.0f : 0.5f};
+        const int M = 1 + (int)(kt_rng_next(&r) % 260), N = 1 + (int)(kt_rng_next(&r) % 260),
+                  K = 1 + (int)(kt_rng_next(&r) % kmax), pad = (int)(kt_rng_next(&r) % 9);
+        const kt_tune_gemm_case cs =
+            kt_tune_gemm_case_of(type, ops >> 1, ops & 1, M, N, K, 1 + ops % 3, pad, ops ? 1.0f : -1.5f,
+                                 ops % 2 ? 0.0f : 0.5f, (int)(kt_rng_next(&r) % 4));
         kt_check c;
         kt_tune_gemm_check(v, &gpu, &cs, kt_rng_next(&r), &c);
         cr_expect(c.ok, "%s (%s, op %c%c): %s", v->name, kt_gemm_type_name(type), "NT"[cs.op_a], "NT"[cs.op_b],
@@ -59,7 +61,9 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
  * pair MN- or K-major where it is; TF32 reads one MN-major operand through
  * registers, running op N, N (and op T, N where M <= N: 64 x 256, 520 x
  * 1300 and the last two) as the transpose, and repacks the other.  Edges
- * off every tile, K off the 64-element slice, batches.  520 x 1300 x 5 has
+ * off every tile, K off the 64-element slice, batches (each batched shape
+ * with A, then B, shared by its entries for two of every three op pairs:
+ * stride 0, read in place where aligned).  520 x 1300 x 5 has
  * more tiles than a persistent grid has blocks (150 of 128 x 256 on 132
  * SMs), so its blocks loop over tiles and across batch entries.  The last
  * two have few tiles and a long K, which the variants that split K split
@@ -82,9 +86,10 @@ Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
         continue;
       for (int ops = 0; ops < 4; ++ops)
         for (int s = 0; s < nshapes; ++s) {
-          const kt_tune_gemm_case cs = {type, ops >> 1, ops & 1, shapes[s][0], shapes[s][1], shapes[s][2],
-                                        shapes[s][4], shapes[s][3], s && s < nshapes - 2 ? 1.0f : 0.5f,
-                                        s % 2 || s >= nshapes - 2 ? -1.0f : 0.0f};
+          const kt_tune_gemm_case cs =
+              kt_tune_gemm_case_of(type, ops >> 1, ops & 1, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][4],
+                                   shapes[s][3], s && s < nshapes - 2 ? 1.0f : 0.5f,
+                                   s % 2 || s >= nshapes - 2 ? -1.0f : 0.0f, shapes[s][4] > 1 ? (s + ops) % 3 : 0);
           kt_check c;
           kt_tune_gemm_check(v, &gpu, &cs, kt_rng_next(&r), &c);
           cr_expect(c.ok, "%s (%s, op %c%c, %dx%dx%d): %s", v->name, kt_gemm_type_name(type), "NT"[cs.op_a],
@@ -136,4 +141,84 @@ Test(gemm_gpu, matmul_ex_f32_nn_is_kt_matmul_per_batch_entry)
   cudaFree(B);
   cudaFree(C);
   kt_close(ctx);
+}
+
+/* BF16 of a small integer (exact), and kt_matmul_ex of d on one GPU with
+ * A's and B's stored elements set from small integers (so every sum is
+ * exact in FP32): 1 where C matches, with the first mismatch reported. */
+static uint16_t bf16_of(int v)
+{
+  const float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+
+static int run_exact_bf16(kt_matmul_desc d, size_t a_elems, size_t b_elems, const char *what)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  uint16_t *hA = malloc(a_elems * 2), *hB = malloc(b_elems * 2);
+  float *hC = malloc((size_t)d.M * d.ldc * 4);
+  cr_assert(hA && hB && hC);
+  for (size_t i = 0; i < a_elems; ++i)
+    hA[i] = bf16_of((int)(i % 7) - 3);
+  for (size_t i = 0; i < b_elems; ++i)
+    hB[i] = bf16_of((int)(i % 5) - 2);
+  void *A, *B, *C;
+  cr_assert_eq(cudaMalloc(&A, a_elems * 2), cudaSuccess);
+  cr_assert_eq(cudaMalloc(&B, b_elems * 2), cudaSuccess);
+  cr_assert_eq(cudaMalloc(&C, (size_t)d.M * d.ldc * 4), cudaSuccess);
+  cudaMemcpy(A, hA, a_elems * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(B, hB, b_elems * 2, cudaMemcpyHostToDevice);
+  d.A = A, d.B = B, d.C = C;
+  const int rc = kt_matmul_ex(ctx, &d, NULL);
+  cr_expect_eq(rc, KT_OK, "%s: %s", what, kt_strerror(rc));
+  cr_assert_eq(cudaMemcpy(hC, C, (size_t)d.M * d.ldc * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+  int ok = rc == KT_OK;
+  for (int64_t i = 0; i < d.M && ok; ++i)
+    for (int64_t j = 0; j < d.N; ++j) {
+      float want = 0;
+      for (int64_t k = 0; k < d.K; ++k) {
+        const int64_t ia = d.op_a == KT_OP_N ? i * d.lda + k : k * d.lda + i;
+        const int64_t ib = d.op_b == KT_OP_N ? k * d.ldb + j : j * d.ldb + k;
+        want += (float)((int)(ia % 7) - 3) * (float)((int)(ib % 5) - 2);
+      }
+      if (hC[i * d.ldc + j] != want) {
+        cr_expect_eq(hC[i * d.ldc + j], want, "%s: C(%lld, %lld)", what, (long long)i, (long long)j);
+        ok = 0;
+        break;
+      }
+    }
+  free(hA);
+  free(hB);
+  free(hC);
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C);
+  kt_close(ctx);
+  return ok;
+}
+
+/* An operand that TMA cannot read in place (odd ldb) is repacked first, in
+ * tiles of 64 rows: 4194305 rows are 65537 tiles, more than one launch's
+ * grid holds along y (65535), so the repack goes in two.  It failed the
+ * call (KT_ERR_LAUNCH) before. */
+Test(gemm_gpu, an_operand_repacked_in_more_rows_than_one_grid_holds)
+{
+  const int64_t M = 8, N = 4194305, K = 8;
+  const kt_matmul_desc d = {
+      .type = KT_BF16, .M = M, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .lda = K, .ldb = N, .ldc = N};
+  run_exact_bf16(d, (size_t)(M * K), (size_t)(K * N), "N 4194305, odd ldb");
+}
+
+/* Rows 2^40 bytes apart are past what a TMA map can stride: the operand is
+ * repacked (it was handed to TMA, whose encoding failed the call). */
+Test(gemm_gpu, a_leading_dimension_past_tma_strides_is_repacked)
+{
+  /* One row of A: only its K elements exist, whatever lda says. */
+  const int64_t N = 64, K = 64, lda = (int64_t)1 << 39;
+  const kt_matmul_desc d = {
+      .type = KT_BF16, .M = 1, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .lda = lda, .ldb = N, .ldc = N};
+  run_exact_bf16(d, (size_t)K, (size_t)(K * N), "M 1, lda 2^39");
 }

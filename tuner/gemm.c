@@ -138,11 +138,14 @@ void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt
   kt_rng r = {seed};
   const int type = cs->type, M = cs->M, N = cs->N, K = cs->K, nb = cs->batch;
   const int es = kt_gemm_elem_bytes(type);
-  /* Stored shapes, padded leading dimensions, batch strides with a gap. */
+  static const char *const shared_name[4] = {"", ", A shared", ", B shared", ", A and B shared"};
+  /* Stored shapes, padded leading dimensions, batch strides with a gap
+   * (0 for a shared operand, whose one matrix serves every entry). */
   const long long ar = cs->op_a ? K : M, ac = cs->op_a ? M : K, br = cs->op_b ? N : K, bc = cs->op_b ? K : N;
   const long long lda = ac + cs->pad, ldb = bc + cs->pad, ldc = N + 3;
-  const long long sa = ar * lda + 8, sb = br * ldb + 8, sc = (long long)M * ldc + 4;
-  const size_t na = (size_t)(sa * nb), nbb = (size_t)(sb * nb), nc = (size_t)(sc * nb);
+  const long long one_a = ar * lda + 8, one_b = br * ldb + 8, sc = (long long)M * ldc + 4;
+  const long long sa = cs->shared & 1 ? 0 : one_a, sb = cs->shared & 2 ? 0 : one_b;
+  const size_t na = (size_t)(one_a * (sa ? nb : 1)), nbb = (size_t)(one_b * (sb ? nb : 1)), nc = (size_t)(sc * nb);
   float *A = malloc(na * 4), *B = malloc(nbb * 4), *C0 = malloc(nc * 4), *C = malloc(nc * 4);
   double *ref = malloc(sizeof(double) * (size_t)M * (size_t)N), *mag = malloc(sizeof(double) * (size_t)M * (size_t)N);
   void *dA = NULL, *dB = NULL;
@@ -153,9 +156,9 @@ void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt
   }
   /* NaN in every padding element: a kernel that reads one fails. */
   for (size_t i = 0; i < na; ++i)
-    A[i] = (long long)(i % sa) < ar * lda && (long long)(i % sa) % lda < ac ? kt_tune_gemm_value(&r, type) : NAN;
+    A[i] = (long long)(i % one_a) < ar * lda && (long long)(i % one_a) % lda < ac ? kt_tune_gemm_value(&r, type) : NAN;
   for (size_t i = 0; i < nbb; ++i)
-    B[i] = (long long)(i % sb) < br * ldb && (long long)(i % sb) % ldb < bc ? kt_tune_gemm_value(&r, type) : NAN;
+    B[i] = (long long)(i % one_b) < br * ldb && (long long)(i % one_b) % ldb < bc ? kt_tune_gemm_value(&r, type) : NAN;
   for (size_t i = 0; i < nc; ++i)
     C0[i] = cs->beta != 0.0f ? kt_rng_float(&r) : NAN;
   if (kt_measure_cuda_failed(out, cudaMalloc(&dA, na * es), "cudaMalloc") ||
@@ -189,8 +192,9 @@ void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt
           out->ok = 0;
           out->worst = isnan(e) ? INFINITY : e;
           snprintf(out->reason, sizeof out->reason,
-                   "%s C[%d](%d, %d) = %g, expected %g (error %.3g x the bound) at %dx%dx%d op %c%c batch %d",
-                   kt_gemm_type_name(type), b, i, j, got, want, e, M, N, K, "NT"[cs->op_a], "NT"[cs->op_b], nb);
+                   "%s C[%d](%d, %d) = %g, expected %g (error %.3g x the bound) at %dx%dx%d op %c%c batch %d%s",
+                   kt_gemm_type_name(type), b, i, j, got, want, e, M, N, K, "NT"[cs->op_a], "NT"[cs->op_b], nb,
+                   shared_name[cs->shared & 3]);
           break;
         }
         if (e > out->worst)
@@ -380,14 +384,16 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   inputs *in = state;
   const kt_device_info *dev = &in->dev;
   const int M = in->M, N = in->N, K = in->K, type = in->type;
-  /* Correctness first: odd shapes, every op pair, batches, padding. */
+  /* Correctness first: odd shapes, every op pair, batches (the last with
+   * A or B shared by its entries), padding. */
   kt_rng vr = {seed};
   kt_check c = {1, 0, 0, ""};
   double worst = 0;
   for (int t = 0; t < 4 && c.ok; ++t) {
-    const kt_tune_gemm_case cs = {type, t >> 1, t & 1, 65 + (int)(kt_rng_next(&vr) % 190),
-                                  65 + (int)(kt_rng_next(&vr) % 190), 33 + (int)(kt_rng_next(&vr) % 300),
-                                  1 + t % 2, t == 3 ? 0 : 8, t ? 1.0f : 1.25f, t % 2 ? 0.0f : -0.75f};
+    const int m = 65 + (int)(kt_rng_next(&vr) % 190), n = 65 + (int)(kt_rng_next(&vr) % 190),
+              k = 33 + (int)(kt_rng_next(&vr) % 300), shared = t == 3 ? 1 + (int)(kt_rng_next(&vr) % 2) : 0;
+    const kt_tune_gemm_case cs = kt_tune_gemm_case_of(type, t >> 1, t & 1, m, n, k, 1 + t % 2, t == 3 ? 0 : 8,
+                                                      t ? 1.0f : 1.25f, t % 2 ? 0.0f : -0.75f, shared);
     kt_tune_gemm_check(v, dev, &cs, kt_rng_next(&vr), &c);
     if (c.worst > worst)
       worst = c.worst;

@@ -34,7 +34,15 @@ typedef struct kt_tune_gemm_case {
   int M, N, K, batch;
   int pad; /* elements of padding per row of A and B */
   float alpha, beta;
+  int shared; /* batch stride 0, one operand for the whole batch: bit 0 A, bit 1 B */
 } kt_tune_gemm_case;
+
+static inline kt_tune_gemm_case kt_tune_gemm_case_of(int type, int op_a, int op_b, int M, int N, int K, int batch,
+                                                     int pad, float alpha, float beta, int shared)
+{
+  const kt_tune_gemm_case c = {type, op_a, op_b, M, N, K, batch, pad, alpha, beta, shared};
+  return c;
+}
 
 /* The reference of one batch entry of a case, from its stored A and B
  * (op and leading dimension as the case says): ref[i N + j] = the sum over
