@@ -331,8 +331,12 @@ static int check(const kt_matmul_desc *x)
   if (rc != KT_OK)
     return rc;
   /* Outputs of one batch must not overlap: entry b + 1 starts past the
-   * last element of entry b (which span has found to fit 64 bits). */
-  if (x->batch > 1 && x->stride_c < (x->M - 1) * x->ldc + x->N)
+   * last element of entry b (which span has found to fit 64 bits), or the
+   * entries lie side by side within the rows of one wider C (each N apart
+   * or more, the last ending within ldc: C of M x batch N with stride_c N,
+   * one head per entry). */
+  if (x->batch > 1 && x->stride_c < (x->M - 1) * x->ldc + x->N &&
+      !(x->stride_c >= x->N && (x->batch - 1) * x->stride_c + x->N <= x->ldc))
     return KT_ERR_BAD_STRIDE;
   if (((uintptr_t)x->A | (uintptr_t)x->B) % (uintptr_t)es || (uintptr_t)x->C % 4)
     return KT_ERR_MISALIGNED;

@@ -462,6 +462,15 @@ Test(api, matmul_ex_batch_strides)
   /* With one product the strides are not used, and C's may be 0. */
   d = ex_desc(), d.stride_c = 0;
   expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "batch 1, stride_c 0");
+  /* Side by side in the rows of one wider C (M x 3 N, stride_c N): apart. */
+  d = ex_desc(), d.batch = 3, d.ldc = 3 * 48, d.stride_c = 48;
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "outputs side by side");
+  d.stride_c = 50, d.ldc = 2 * 50 + 48;
+  expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "outputs side by side with gaps");
+  d.ldc = 2 * 50 + 47; /* the last entry's rows run into the next row's first */
+  expect_ex(&d, KT_ERR_BAD_STRIDE, "outputs side by side past ldc");
+  d.stride_c = 47, d.ldc = 3 * 48; /* each entry's rows run into the next entry's */
+  expect_ex(&d, KT_ERR_BAD_STRIDE, "outputs side by side, closer than N");
 }
 
 Test(api, matmul_ex_sizes_and_spans_that_overflow)
