@@ -199,7 +199,13 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   cudaError_t err = kt_launch_prepare(&once, (const void *)$(name), 0, 0, THREADS, &per_sm);
   if (err != cudaSuccess)
     return (int)err;
-  const long long blocks = hist_grid_blocks(a, per_sm, 0, THREADS, 1);
+  // Blocks by the samples, but enough that each thread clears at most 64
+  // bins: a few samples into many bins would leave the clear to one block.
+  long long blocks = hist_grid_blocks(a, per_sm, 0, THREADS, 1);
+  const long long clear = ((long long)a->nbins + 64LL * THREADS - 1) / (64LL * THREADS),
+                  most = (long long)a->sm_count * per_sm;
+  if (blocks < (clear < most ? clear : most))
+    blocks = clear < most ? clear : most;
 
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3((unsigned)blocks);
@@ -212,14 +218,19 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   cfg.numAttrs = 1;
 @ if l2fit == 1 then
   // Up to as many passes as nbins would need at half the L2 each; the
-  // kernel's plan (plan_passes) may leave the later ones empty.
+  // kernel's plan (plan_passes) may leave the later ones empty.  At most
+  // KT_HIST_MAX_BANDS of them, as for the band kernel: past that, reading
+  // every sample once a pass costs more than its atomics missing the L2
+  // would, so the passes then take more than half the L2 each.
   int dev = 0, l2 = 0;
   err = cudaGetDevice(&dev);
   if (err == cudaSuccess)
     err = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, dev);
   if (err != cudaSuccess)
     return (int)err;
-  const long long fit = l2 / 2 / (long long)sizeof(unsigned int) > 0 ? l2 / 2 / (long long)sizeof(unsigned int) : 1;
+  long long fit = l2 / 2 / (long long)sizeof(unsigned int) > 0 ? l2 / 2 / (long long)sizeof(unsigned int) : 1;
+  if ((a->nbins + fit - 1) / fit > KT_HIST_MAX_BANDS)
+    fit = (a->nbins + KT_HIST_MAX_BANDS - 1) / KT_HIST_MAX_BANDS;
   const int passes = (int)((a->nbins + fit - 1) / fit);
   for (int pass = 0; pass < passes; ++pass) {
     err = cudaLaunchKernelEx(&cfg, $(name), a->samples, a->n, a->bins, a->nbins, pass, passes, fit);

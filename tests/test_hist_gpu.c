@@ -181,6 +181,33 @@ Test(hist_gpu, every_variant_is_exact_past_the_l2_however_the_probe_plans_the_pa
   free(s), free(ref), free(got);
 }
 
+/* More bins than KT_HIST_MAX_BANDS passes of half the L2 hold: the l2fit
+ * variants take that many passes, each wider than half the L2, and must
+ * still cover every bin; few samples (the probe skipped, every pass used)
+ * for a grid sized by the bins it clears.  Only the global kernel serves
+ * this many bins. */
+Test(hist_gpu, every_variant_is_exact_on_few_samples_past_sixteen_passes_of_the_l2)
+{
+  int l2 = 0;
+  CUDA_OK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, gpu.ordinal));
+  const long long fit = l2 / 2 / 4, nbins = (KT_HIST_MAX_BANDS + 1) * fit + 5;
+  kt_rng r = {fresh_seed()};
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_HIST || !fits(v, nbins))
+      continue;
+    for (int t = 0; t < 2; ++t) {
+      const size_t n = t ? 1000 + kt_rng_next(&r) % 100 : ((size_t)1 << 20) + 3;
+      kt_check c;
+      kt_tune_hist_check(v, &gpu, nbins, n, (int)(kt_rng_next(&r) % 4), "uniform", kt_rng_next(&r), &c);
+      cr_expect(c.ok, "%s, %lld bins, n=%zu: %s", v->name, nbins, n, c.reason);
+      ++checked;
+    }
+  }
+  cr_assert_gt(checked, 0);
+}
+
 /* The partition kernel (templates/hist_part.cu.tpl) ranks a whole warp's
  * samples of one bucket with one shared atomic, lets blocks share a bucket
  * when it holds more than their share of the samples, and keeps the end
