@@ -67,6 +67,40 @@ Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
   cr_assert_gt(checked, 0);
 }
 
+/* A stand-in for a broken variant: a real one told of one bin more than
+ * the caller has, so that the samples at or above nbins land one past the
+ * caller's bins. */
+static const kt_variant *wide_of;
+static int wide_launch(const void *args, cudaStream_t s)
+{
+  kt_hist_args a = *(const kt_hist_args *)args;
+  a.nbins += 1;
+  return wide_of->launch(&a, s);
+}
+
+/* The check fills bins past nbins too and reads them back: a variant that
+ * writes there fails, named for it, where the bins themselves could have
+ * come out right (here they do not either: the top bin is short). */
+Test(hist_gpu, a_variant_that_writes_past_the_bins_fails_its_check)
+{
+  const kt_variant *v = NULL;
+  for (int i = 0; i < kt_registry_count && !v; ++i)
+    if (kt_registry[i].family == KT_FAMILY_HIST && kt_registry[i].default_rank > 0 &&
+        kt_variant_runs_on(&kt_registry[i], &gpu) && fits(&kt_registry[i], 1001))
+      v = &kt_registry[i];
+  cr_assert_not_null(v, "no default histogram variant runs on this GPU");
+  kt_variant wide = *v;
+  wide.launch = wide_launch;
+  wide_of = v;
+  kt_rng r = {fresh_seed()};
+  kt_check c;
+  kt_tune_hist_check(v, &gpu, 1000, 100000, 0, "uniform", kt_rng_next(&r), &c);
+  cr_expect(c.ok, "%s: %s", v->name, c.reason);
+  kt_tune_hist_check(&wide, &gpu, 1000, 100000, 0, "uniform", kt_rng_next(&r), &c);
+  cr_expect(!c.ok && !c.launch_failed, "%s on one bin more passed", v->name);
+  cr_expect(strstr(c.reason, "past the 1000 bins") != NULL, "%s on one bin more: %s", v->name, c.reason);
+}
+
 Test(hist_gpu, every_variant_handles_tiny_inputs)
 {
   kt_rng r = {fresh_seed()};

@@ -293,8 +293,12 @@ static long long wrong_bins(const unsigned *got, const unsigned *ref, long long 
   return wrong;
 }
 
-/* Make b hold at least n samples and nbins bins: 0, -1 out of host memory,
- * else the CUDA error; b is released on failure. */
+/* Bins past nbins that a check fills and reads back: a variant that
+ * writes one fails. */
+#define BIN_GUARD 64
+
+/* Make b hold at least n samples and nbins bins (and BIN_GUARD more): 0,
+ * -1 out of host memory, else the CUDA error; b is released on failure. */
 static int buffers_fit(kt_tune_hist_buffers *b, size_t n, long long nbins)
 {
   int e = 0;
@@ -314,8 +318,8 @@ static int buffers_fit(kt_tune_hist_buffers *b, size_t n, long long nbins)
     b->got = NULL, b->dbins = NULL, b->nbins = 0;
     if (!(b->ref = malloc(sizeof(unsigned) * (size_t)nbins)))
       e = -1;
-    else if ((e = (int)cudaMallocHost((void **)&b->got, sizeof(unsigned) * (size_t)nbins)) == 0 &&
-             (e = (int)cudaMalloc((void **)&b->dbins, sizeof(unsigned) * (size_t)nbins)) == 0)
+    else if ((e = (int)cudaMallocHost((void **)&b->got, sizeof(unsigned) * (size_t)(nbins + BIN_GUARD))) == 0 &&
+             (e = (int)cudaMalloc((void **)&b->dbins, sizeof(unsigned) * (size_t)(nbins + BIN_GUARD))) == 0)
       b->nbins = nbins;
   }
   if (e != 0)
@@ -341,15 +345,24 @@ void kt_tune_hist_check_with(kt_tune_hist_buffers *b, const kt_variant *v, const
   kt_tune_hist_reference(b->s, n, nbins, ref);
   if (kt_measure_cuda_failed(out, cudaMemcpy(ds + offset, b->s, sizeof(int) * n, cudaMemcpyHostToDevice),
                              "cudaMemcpy") ||
-      kt_measure_cuda_failed(out, cudaMemset(dbins, 0xab, sizeof(unsigned) * (size_t)nbins), "cudaMemset"))
+      kt_measure_cuda_failed(out, cudaMemset(dbins, 0xab, sizeof(unsigned) * (size_t)(nbins + BIN_GUARD)),
+                             "cudaMemset"))
     return;
   void *pool = kt_device_pool(dev->ordinal);
   kt_hist_args a = {ds + offset, n, dbins, (int)nbins, dev->sm_count, dev->smem_per_sm, dev->smem_optin, pool};
   if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
       kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
-      kt_measure_cuda_failed(out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)nbins, cudaMemcpyDeviceToHost),
-                             "cudaMemcpy"))
+      kt_measure_cuda_failed(
+          out, cudaMemcpy(got, dbins, sizeof(unsigned) * (size_t)(nbins + BIN_GUARD), cudaMemcpyDeviceToHost),
+          "cudaMemcpy"))
     return;
+  for (long long i = nbins; i < nbins + BIN_GUARD; ++i)
+    if (got[i] != 0xababababu) {
+      out->worst = 1;
+      snprintf(out->reason, sizeof out->reason, "wrote %u past the %lld bins (bin %lld) n=%zu offset %d %s", got[i],
+               nbins, i, n, offset, dist);
+      return;
+    }
   long long first = -1;
   const long long wrong = wrong_bins(got, ref, nbins, &first);
   out->worst = (double)wrong;
