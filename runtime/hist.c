@@ -177,7 +177,10 @@ static const kt_variant *choose(const kt_context *c, long long nbins, unsigned l
   memset(&p, 0, sizeof p);
   p.family = KT_FAMILY_HIST;
   p.nbins = nbins, p.nsamples = (long long)n;
-  kt_context_miss(c, t, &p); /* unless t is this very problem */
+  /* A miss unless t is this very problem; zero samples only zero the
+   * bins, so they are nothing to tune. */
+  if (n > 0)
+    kt_context_miss(c, t, &p);
   return kt_dispatch_choose(kt_context_device(c), KT_FAMILY_HIST, t, serves_call, &nbins, out);
 }
 

@@ -132,6 +132,7 @@ Test(misses, only_problems_without_their_own_tuned_entry_are_remembered_once_eac
   matmul(ctx, 100, 200, 300);
   matmul(ctx, 100, 200, 301);
   hist(ctx, 256, 999); /* the same bins, other n: not the tuned problem */
+  hist(ctx, 4096, 0);  /* no samples: the bins are only zeroed, nothing to tune */
   cr_expect_eq(nmisses(ctx), 3);
   cr_expect_eq(count_of(ctx, kt_test_matmul_problem(100, 200, 300)), 2);
   cr_expect_eq(count_of(ctx, kt_test_matmul_problem(100, 200, 301)), 1);
