@@ -124,9 +124,9 @@ KT_API void kt_close(kt_context *ctx);
 /* C = alpha * A * B + beta * C, row-major fp32 device pointers: A is M x K
  * with row stride lda >= K, B is K x N (ldb >= N), C is M x N (ldc >= N).
  * Any 4-byte aligned pointers and any leading dimensions.  With beta == 0,
- * C is not read.  The call may take scratch from the device's memory pool,
- * in stream order (a split K, or an aligned copy of B).  Safe to call from
- * several threads on one context. */
+ * C is not read; C must not overlap A or B.  The call may take scratch
+ * from the device's memory pool, in stream order (a split K, or an aligned
+ * copy of B).  Safe to call from several threads on one context. */
 KT_API int kt_matmul(kt_context *ctx, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
                      const float *B, int64_t ldb, float beta, float *C, int64_t ldc, kt_stream stream);
 
@@ -134,7 +134,9 @@ KT_API int kt_matmul(kt_context *ctx, int64_t M, int64_t N, int64_t K, float alp
  * FP32 whatever the inputs. */
 typedef enum kt_dtype {
   KT_F32 = 0,  /* float, multiplied exactly as FP32 (CUDA cores) */
-  KT_TF32 = 1, /* float, rounded to TF32 (10 mantissa bits) and multiplied on tensor cores */
+  KT_TF32 = 1, /* float, cut to TF32 (10 mantissa bits) and multiplied on tensor cores: rounded to
+                  nearest where ktune repacks the operand, truncated where the tensor cores read
+                  it in place (which depends on the layout and alignment) */
   KT_BF16 = 2, /* bfloat16 values (16 bits each: __nv_bfloat16) */
   KT_F16 = 3   /* IEEE half values (16 bits each: __half) */
 } kt_dtype;
@@ -149,7 +151,11 @@ typedef enum kt_op { KT_OP_N = 0, KT_OP_T = 1 } kt_op;
  * lda >= M); op(B) is K x N: B is stored K x N (op N, ldb >= N) or N x K
  * (op T, ldb >= K); C is M x N (ldc >= N).  X[b] starts stride_x elements
  * after X[b-1]; A's and B's strides may be 0 (one operand for the whole
- * batch), C's must keep the outputs apart.  With beta == 0, C is not read. */
+ * batch), C's must keep the outputs apart: each entry after the last
+ * element of the one before, or side by side in the rows of one wider C
+ * (stride_c >= N and (batch - 1) * stride_c + N <= ldc).  With beta == 0,
+ * C is not read; A and B are read even where alpha == 0 (an Inf or NaN in
+ * them reaches C).  C must not overlap A or B. */
 typedef struct kt_matmul_desc {
   kt_dtype type;         /* of A and B */
   kt_op op_a, op_b;
@@ -178,10 +184,11 @@ KT_API int kt_matmul_ex(kt_context *ctx, const kt_matmul_desc *desc, kt_stream s
 
 /* bins[b] = count of samples s with clamp(s, 0, nbins - 1) == b, for the n
  * int32 device samples; bins (nbins uint32 on the device) is overwritten.
- * n may be 0 (bins are zeroed) and at most 2^32 - 1.  Past one block's
- * shared memory it may take scratch (2 bytes a sample, at most 256 MB) from
- * the device's memory pool, as kt_matmul_ex does.  Safe to call from
- * several threads on one context. */
+ * n may be 0 (bins are zeroed) and at most 2^32 - 1; nbins at most
+ * INT_MAX (KT_ERR_OVERFLOW past it).  samples and bins must not overlap.
+ * Past one block's shared memory it may take scratch (2 bytes a sample, at
+ * most 257 MiB) from the device's memory pool, as kt_matmul_ex does.  Safe
+ * to call from several threads on one context. */
 KT_API int kt_histogram(kt_context *ctx, const int32_t *samples, uint64_t n, uint32_t *bins, int64_t nbins,
                         kt_stream stream);
 
