@@ -21,6 +21,18 @@ static inline void gpu_or_skip(void)
     cr_skip_test("no GPU (%s): GPU test skipped", err);
 }
 
+/* The first untuned default of `family` that runs on this GPU and that
+ * `also` (unless NULL) accepts, or NULL. */
+static inline const kt_variant *gpu_default_variant(kt_family family, int (*also)(const kt_variant *))
+{
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family == family && v->default_rank > 0 && kt_variant_runs_on(v, &gpu) && (!also || also(v)))
+      return v;
+  }
+  return NULL;
+}
+
 #define CUDA_OK(x) cr_assert_eq((x), cudaSuccess, "%s: %s", #x, cudaGetErrorString(cudaGetLastError()))
 
 #endif

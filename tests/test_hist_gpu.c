@@ -67,6 +67,11 @@ Test(hist_gpu, every_variant_counts_exactly_wherever_it_fits)
   cr_assert_gt(checked, 0);
 }
 
+static int fits_1001(const kt_variant *v)
+{
+  return fits(v, 1001);
+}
+
 /* A stand-in for a broken variant: a real one told of one bin more than
  * the caller has, so that the samples at or above nbins land one past the
  * caller's bins. */
@@ -83,11 +88,7 @@ static int wide_launch(const void *args, cudaStream_t s)
  * come out right (here they do not either: the top bin is short). */
 Test(hist_gpu, a_variant_that_writes_past_the_bins_fails_its_check)
 {
-  const kt_variant *v = NULL;
-  for (int i = 0; i < kt_registry_count && !v; ++i)
-    if (kt_registry[i].family == KT_FAMILY_HIST && kt_registry[i].default_rank > 0 &&
-        kt_variant_runs_on(&kt_registry[i], &gpu) && fits(&kt_registry[i], 1001))
-      v = &kt_registry[i];
+  const kt_variant *v = gpu_default_variant(KT_FAMILY_HIST, fits_1001);
   cr_assert_not_null(v, "no default histogram variant runs on this GPU");
   kt_variant wide = *v;
   wide.launch = wide_launch;

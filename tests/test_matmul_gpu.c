@@ -119,13 +119,14 @@ Test(matmul_gpu, the_few_column_kernel_reads_aligned_rows_of_b_correctly)
 /* A B of more than KT_MATMUL_MAX_STAGE bytes is staged a panel of K at a
  * time, each panel after the first adding to C: rows of 2^20 + 1 floats
  * make panels of 63 rows, so K = 150 takes three, the last short. */
+static int reads_float4(const kt_variant *v)
+{
+  return v->align == 4;
+}
+
 Test(matmul_gpu, a_float4_variant_stages_a_long_b_a_panel_at_a_time)
 {
-  const kt_variant *v = NULL;
-  for (int i = 0; i < kt_registry_count && !v; ++i)
-    if (kt_registry[i].family == KT_FAMILY_MATMUL && kt_registry[i].align == 4 &&
-        kt_registry[i].default_rank > 0 && kt_variant_runs_on(&kt_registry[i], &gpu))
-      v = &kt_registry[i];
+  const kt_variant *v = gpu_default_variant(KT_FAMILY_MATMUL, reads_float4);
   cr_assert_not_null(v, "no float4 default variant runs on this GPU");
   const int m = 3, n = (1 << 20) + 1, k = 150;
   cr_assert_gt((k + kt_matmul_stage_rows(k, n) - 1) / kt_matmul_stage_rows(k, n), 2, "K must take three panels");
@@ -163,11 +164,7 @@ static int faulty_launch(const void *args, cudaStream_t s)
  * of C, where an earlier, larger check left its numbers. */
 Test(matmul_gpu, checks_in_kept_buffers_see_only_their_own_launch)
 {
-  const kt_variant *v = NULL;
-  for (int i = 0; i < kt_registry_count && !v; ++i)
-    if (kt_registry[i].family == KT_FAMILY_MATMUL && kt_registry[i].default_rank > 0 &&
-        kt_variant_runs_on(&kt_registry[i], &gpu))
-      v = &kt_registry[i];
+  const kt_variant *v = gpu_default_variant(KT_FAMILY_MATMUL, NULL);
   cr_assert_not_null(v, "no default matmul variant runs on this GPU");
   kt_variant faulty = *v;
   faulty.launch = faulty_launch;
