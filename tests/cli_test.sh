@@ -124,6 +124,10 @@ run explain matmul 64 64
 expect "explain matmul with two sizes: exit 2" 2 "M N K"
 run explain matmul 64 0 64
 expect "explain matmul with a zero size: exit 2" 2 "M N K"
+run explain matmul 64 2147482624 64
+expect "explain matmul past the library's largest size: exit 2" 2 "each 1..2147482623"
+run explain gemm 64 64 2147482624
+expect "explain gemm past the library's largest size: exit 2" 2 "each 1..2147482623"
 run explain histogram lots
 expect "explain histogram with a bad bin count: exit 2" 2 "NBINS"
 run explain hist 256 --frobnicate

@@ -429,11 +429,11 @@ static int explain_problem(char *const *args, int nargs, kt_problem *p, char *er
   p->dim[3] = kt_gemm_layout(KT_BF16, 0, 0);
   int ok = nargs == 3 || nargs == 4;
   for (int d = 0; d < 3 && ok; ++d)
-    ok = kt_cli_integer(args[d], 1, INT_MAX, &p->dim[d]) == 0;
+    ok = kt_cli_integer(args[d], 1, KT_MATMUL_MAX_DIM, &p->dim[d]) == 0;
   if (ok && nargs == 4)
     ok = (p->dim[3] = parse_layout(args[3])) >= 0;
   if (!ok) {
-    snprintf(err, errlen, "gemm takes M N K (each 1..%d) and optionally TYPE:OPS (default bf16:nn)", INT_MAX);
+    snprintf(err, errlen, "gemm takes M N K (each 1..%d) and optionally TYPE:OPS (default bf16:nn)", KT_MATMUL_MAX_DIM);
     return -1;
   }
   return 0;

@@ -588,10 +588,10 @@ static int explain_problem(char *const *args, int nargs, kt_problem *p, char *er
   memset(p, 0, sizeof *p);
   p->family = KT_FAMILY_MATMUL;
   for (int d = 0; d < 3 && nargs == 3; ++d)
-    if (kt_cli_integer(args[d], 1, INT_MAX, &p->dim[d]) != 0)
+    if (kt_cli_integer(args[d], 1, KT_MATMUL_MAX_DIM, &p->dim[d]) != 0)
       nargs = -1;
   if (nargs != 3) {
-    snprintf(err, errlen, "matmul takes M N K, each 1..%d", INT_MAX);
+    snprintf(err, errlen, "matmul takes M N K, each 1..%d", KT_MATMUL_MAX_DIM);
     return -1;
   }
   return 0;
