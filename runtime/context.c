@@ -344,7 +344,11 @@ int kt_context_device_pointer(kt_context *c, const void *p)
  * (online.c), timed by its events, made and recorded with that device
  * current, and handed back to the race either way (a failed record, not
  * sticky, only costs the sample). */
-static int launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream, kt_race_pick *p)
+/* fn(args, stream) on the context's device (made current for the call and
+ * restored after it), named `what` in the log if it fails; where p holds a
+ * race's slot, timed by its events and handed back to the race. */
+static int run(const kt_context *c, const char *what, kt_launch_fn fn, const void *args, kt_stream stream,
+               kt_race_pick *p)
 {
   const int timing = p && p->slot >= 0;
   int prev = -1;
@@ -362,11 +366,11 @@ static int launch(const kt_context *c, const kt_variant *v, const void *args, kt
     if (!timed)
       cudaGetLastError();
   }
-  const int e = v->launch(args, (cudaStream_t)stream);
+  const int e = fn(args, (cudaStream_t)stream);
   int rc = KT_OK;
   if (e != cudaSuccess) {
     cudaGetLastError();
-    logf_((void *)c, KT_LOG_ERROR, "ktune: %s: %s", v->name, cudaGetErrorString((cudaError_t)e));
+    logf_((void *)c, KT_LOG_ERROR, "ktune: %s: %s", what, cudaGetErrorString((cudaError_t)e));
     rc = KT_ERR_LAUNCH, timed = 0;
   } else if (timed && cudaEventRecord((cudaEvent_t)p->stop, (cudaStream_t)stream) != cudaSuccess) {
     cudaGetLastError();
@@ -379,9 +383,19 @@ static int launch(const kt_context *c, const kt_variant *v, const void *args, kt
   return rc;
 }
 
+static int launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream, kt_race_pick *p)
+{
+  return run(c, v->name, v->launch, args, stream, p);
+}
+
 int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream)
 {
   return launch(c, v, args, stream, NULL);
+}
+
+int kt_context_run(const kt_context *c, const char *what, kt_launch_fn fn, const void *args, kt_stream stream)
+{
+  return run(c, what, fn, args, stream, NULL);
 }
 
 kt_race *kt_context_race(const kt_context *c)

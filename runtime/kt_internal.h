@@ -502,6 +502,11 @@ KT_INTERNAL const kt_misses *kt_context_misses(const kt_context *c);
 KT_INTERNAL void kt_context_keep_no_misses(kt_context *c);
 /* Launch v with its family's argument struct on the context's device. */
 KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream);
+/* fn(args, stream) on the context's device, as kt_context_launch runs a
+ * variant's launcher (the runtime's own kernels: runtime/transpose.cu);
+ * `what` names it in the log when it fails. */
+KT_INTERNAL int kt_context_run(const kt_context *c, const char *what, kt_launch_fn fn, const void *args,
+                               kt_stream stream);
 /* The context's race table (NULL when on-line tuning is off). */
 KT_INTERNAL kt_race *kt_context_race(const kt_context *c);
 /* Whether a call on stream may be timed: not while it is being captured. */
