@@ -131,8 +131,24 @@ int kt_tune_gemm_reference(const kt_tune_gemm_case *cs, const float *A, long lon
   return 0;
 }
 
-void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt_tune_gemm_case *cs, uint64_t seed,
-                        kt_check *out)
+/* What runs a case's arguments once: a variant's launcher, or
+ * kt_matmul_ex.  Nonzero, with out's reason said, where it failed. */
+typedef struct gemm_runner {
+  int (*run)(const void *self, const kt_gemm_args *a, kt_check *out);
+  const void *self;
+} gemm_runner;
+
+static int run_variant(const void *self, const kt_gemm_args *a, kt_check *out)
+{
+  const kt_variant *v = self;
+  return kt_measure_cuda_failed(out, (cudaError_t)v->launch(a, 0), "launch");
+}
+
+/* Run the case's arguments through runner once on fresh random inputs, on the
+ * current device (sm_count SMs, scratch from pool), and check every element
+ * of every batch entry. */
+static void check_case(gemm_runner runner, int sm_count, void *pool, const kt_tune_gemm_case *cs, uint64_t seed,
+                       kt_check *out)
 {
   memset(out, 0, sizeof *out);
   kt_rng r = {seed};
@@ -168,10 +184,9 @@ void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt
       kt_measure_cuda_failed(out, upload(dB, B, nbb, type), "upload") ||
       kt_measure_cuda_failed(out, cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice), "cudaMemcpy"))
     goto done;
-  kt_gemm_args a = {type, cs->op_a, cs->op_b, M, N, K, nb, cs->alpha, cs->beta, dA, dB, dC, lda, ldb, ldc, sa, sb, sc,
-                    dev->sm_count, kt_device_pool(dev->ordinal)};
-  if (kt_measure_cuda_failed(out, (cudaError_t)v->launch(&a, 0), "launch") ||
-      kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
+  kt_gemm_args a = {type, cs->op_a, cs->op_b, M,   N,   K,  nb, cs->alpha, cs->beta, dA,
+                    dB,   dC,       lda,      ldb, ldc, sa, sb, sc,        sm_count, pool};
+  if (runner.run(runner.self, &a, out) || kt_measure_cuda_failed(out, cudaDeviceSynchronize(), "kernel") ||
       kt_measure_cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
     goto done;
   out->ok = 1;
@@ -211,6 +226,12 @@ done:
   free(C);
   free(ref);
   free(mag);
+}
+
+void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt_tune_gemm_case *cs, uint64_t seed,
+                        kt_check *out)
+{
+  check_case((gemm_runner){run_variant, v}, dev->sm_count, kt_device_pool(dev->ordinal), cs, seed, out);
 }
 
 /* ---- `ktune tune`: problems and the summary ------------------------------ */
