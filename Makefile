@@ -158,9 +158,12 @@ VARIANT_OBJS := $(VARIANTS:%=build/obj/%.o)
 FAMILIES := $(sort $(patsubst %/,%,$(dir $(VARIANTS))))
 RUNTIME_SRCS := $(wildcard runtime/*.c)
 RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=build/obj/%.o)
+# The runtime's own kernels (runtime/kt_transpose.h), which no family
+# generates: in the library with the variants, never in the CLI.
+RUNTIME_KERNEL_OBJS := $(patsubst %.cu,build/obj/%.o,$(wildcard runtime/*.cu))
 REGISTRY_OBJ := build/obj/generated/registry.o
 KERNEL_REGS_OBJ := build/obj/kernel_regs.o
-LIB_OBJS := $(RUNTIME_OBJS) $(REGISTRY_OBJ) $(KERNEL_REGS_OBJ) $(VARIANT_OBJS)
+LIB_OBJS := $(RUNTIME_OBJS) $(RUNTIME_KERNEL_OBJS) $(REGISTRY_OBJ) $(KERNEL_REGS_OBJ) $(VARIANT_OBJS)
 TUNER_SRCS := $(wildcard tuner/*.c)
 TUNER_OBJS := $(TUNER_SRCS:%.c=build/obj/%.o)
 TOOL_OBJS := $(filter-out build/obj/tuner/main.o,$(TUNER_OBJS))
@@ -278,6 +281,13 @@ $(REGISTRY_OBJ) $(KERNEL_REGS_OBJ):
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $(KT_CFLAGS) -fvisibility=default -c $< -o $@
 
+# Their entry points are visible (KT_RUNTIME_KERNEL): libktune.so exports
+# them for the CLI (REGISTRY_SYMBOLS), whose runtime objects call them.
+build/obj/runtime/%.o: runtime/%.cu runtime/kt_transpose.h
+	$(call say,NVCC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -c $< -o $@
+
 build/obj/%.o: %.c generated/registry.h
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
@@ -295,11 +305,12 @@ build/libktune.a: $(LIB_OBJS)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # libktune.so exports the API (KT_API in ktune.h) and, for the ktune CLI
-# alone, the variant registry and its kernels' ptxas counts, under a
-# version named for this release: a CLI then runs only with the library it
-# was built with.
+# alone, the variant registry, its kernels' ptxas counts and the runtime's
+# own kernels, under a version named for this release: a CLI then runs
+# only with the library it was built with.
 REGISTRY_SYMBOLS := kt_registry kt_registry_count kt_registry_generator_version kt_registry_target \
-                    kt_registry_targets kt_registry_target_count kt_kernel_regs kt_kernel_regs_count
+                    kt_registry_targets kt_registry_target_count kt_kernel_regs kt_kernel_regs_count \
+                    kt_transpose_f32 kt_scratch_alloc kt_scratch_free
 build/libktune.map: runtime/include/ktune.h Makefile
 	@mkdir -p $(@D)
 	$(Q)printf 'KTUNE_PRIVATE_%s {\n  global: %s\n};\n' $(VERSION) '$(addsuffix ;,$(REGISTRY_SYMBOLS))' > $@

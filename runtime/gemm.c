@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "kt_internal.h"
+#include "kt_transpose.h"
 #include "registry.h"
 
 _Static_assert((int)KT_F32 == (int)KT_GEMM_F32 && (int)KT_TF32 == (int)KT_GEMM_TF32 && (int)KT_BF16 == (int)KT_GEMM_BF16 &&
@@ -349,6 +350,123 @@ static int is_plain_f32(const kt_matmul_desc *x)
   return x->type == KT_F32 && x->op_a == KT_OP_N && x->op_b == KT_OP_N;
 }
 
+/*
+ * KT_F32 with an op T: each op-T operand is transposed into scratch (a row
+ * stride a multiple of 4 floats, 16-byte aligned: runtime/transpose.cu), and
+ * kt_matmul multiplies from there with its tuned kernels, rather than the
+ * CUDA-core fallback serving it.  The transpose reads and writes the
+ * operand once, a small part of the product's time past small sizes: op T,
+ * N at 4096^3 moves 128 MB more than op N, N.
+ *
+ * The scratch holds a panel of K at a time, at most KT_MATMUL_MAX_STAGE
+ * bytes an operand (kt_matmul stages B within the same limit); a longer K
+ * is multiplied a panel at a time, each panel after the first adding to C
+ * (beta 1), as kt_matmul's staging does.  Where a panel would be shallower
+ * than T_MIN_PANEL (an op-T A of more than 512K rows), or the pool has no
+ * room for the scratch, the call takes the fallback.  A batch runs entry by
+ * entry, as op N, N does, through one scratch; an operand shared by every
+ * entry (stride 0) and held in one panel is transposed once.
+ */
+#define T_MIN_PANEL 128
+
+typedef struct f32_plan {
+  int ta, tb;         /* which operands go through scratch */
+  long long kp;       /* the panel depth */
+  long long lda, ldb; /* the scratch's row strides */
+  size_t a_bytes, b_bytes;
+} f32_plan;
+
+/* The plan of a KT_F32 call with an op T; 0 where it takes the fallback. */
+static int f32_plan_of(const kt_matmul_desc *x, f32_plan *p)
+{
+  memset(p, 0, sizeof *p);
+  p->ta = x->op_a == KT_OP_T, p->tb = x->op_b == KT_OP_T;
+  long long kp = x->K;
+  if (p->ta) {
+    const long long fit = KT_MATMUL_MAX_STAGE / ((long long)x->M * 4) / 4 * 4;
+    kp = fit < kp ? fit : kp;
+  }
+  if (p->tb) {
+    const long long fit = KT_MATMUL_MAX_STAGE / (kt_matmul_stage_ld(x->N) * 4);
+    kp = fit < kp ? fit : kp;
+  }
+  if (kp < (x->K < T_MIN_PANEL ? x->K : T_MIN_PANEL))
+    return 0;
+  p->kp = kp;
+  p->lda = p->ta ? kt_matmul_stage_ld(kp) : x->lda;
+  p->ldb = p->tb ? kt_matmul_stage_ld(x->N) : x->ldb;
+  p->a_bytes = p->ta ? (size_t)(x->M * p->lda) * sizeof(float) : 0;
+  p->b_bytes = p->tb ? (size_t)(kp * p->ldb) * sizeof(float) : 0;
+  return 1;
+}
+
+/* Transpose into scratch what entry b's panel from k0 (kk deep) needs of
+ * an op-T operand: op(A) M x kk from A stored K x M, op(B) kk x N from B
+ * stored N x K. */
+static int f32_transpose(const kt_context *c, const kt_matmul_desc *x, int b_side, long long b, long long k0,
+                         long long kk, float *dst, long long ldd, kt_stream stream)
+{
+  const float *src = b_side ? x->B : x->A;
+  const long long ld = b_side ? x->ldb : x->lda, stride = b_side ? x->stride_b : x->stride_a;
+  kt_transpose_args t = {.src = src + b * stride + (b_side ? k0 : k0 * ld),
+                         .lds = ld,
+                         .rows = b_side ? x->N : kk,
+                         .cols = b_side ? kk : x->M,
+                         .dst = dst,
+                         .ldd = ldd,
+                         .sm_count = kt_context_device(c)->sm_count};
+  return kt_context_run(c, "transpose", kt_transpose_f32, &t, stream);
+}
+
+/* KT_F32 with an op T through scratch and kt_matmul; *fallback set where
+ * the plan or the scratch says to take the fallback instead (nothing run). */
+static int f32_transposed(kt_context *c, const kt_matmul_desc *x, kt_stream stream, int *fallback)
+{
+  f32_plan p;
+  *fallback = 0;
+  if (!f32_plan_of(x, &p)) {
+    *fallback = 1;
+    return KT_OK;
+  }
+  const size_t a_room = (p.a_bytes + 255) / 256 * 256; /* B's scratch 256-byte aligned after A's */
+  void *scratch = NULL;
+  int status = 0;
+  kt_scratch_args s = {kt_context_pool(c), a_room + p.b_bytes, &scratch, &status};
+  int rc = kt_context_run(c, "scratch", kt_scratch_alloc, &s, stream);
+  if (rc != KT_OK)
+    return rc;
+  if (!scratch) {
+    *fallback = 1;
+    return KT_OK;
+  }
+  float *sa = scratch, *sb = (float *)((char *)scratch + a_room);
+  /* Transposed already and still valid: a shared operand in one panel. */
+  int a_done = 0, b_done = 0;
+  for (int64_t b = 0; b < x->batch && rc == KT_OK; ++b)
+    for (long long k0 = 0; k0 < x->K && rc == KT_OK; k0 += p.kp) {
+      const long long kk = x->K - k0 < p.kp ? x->K - k0 : p.kp;
+      const float *A = (const float *)x->A + b * x->stride_a + k0,
+                  *B = (const float *)x->B + b * x->stride_b + k0 * x->ldb;
+      if (p.ta) {
+        if (!a_done)
+          rc = f32_transpose(c, x, 0, b, k0, kk, sa, p.lda, stream);
+        a_done = x->stride_a == 0 && p.kp >= x->K;
+        A = sa;
+      }
+      if (p.tb && rc == KT_OK) {
+        if (!b_done)
+          rc = f32_transpose(c, x, 1, b, k0, kk, sb, p.ldb, stream);
+        b_done = x->stride_b == 0 && p.kp >= x->K;
+        B = sb;
+      }
+      if (rc == KT_OK)
+        rc = kt_matmul(c, x->M, x->N, kk, x->alpha, A, p.lda, B, p.ldb, k0 == 0 ? x->beta : 1.0f,
+                       x->C + b * x->stride_c, x->ldc, stream);
+    }
+  const int f = kt_context_run(c, "scratch", kt_scratch_free, &s, stream);
+  return rc != KT_OK ? rc : f;
+}
+
 static int load_desc(const kt_matmul_desc *desc, kt_matmul_desc *x)
 {
   if (!desc)
@@ -373,6 +491,28 @@ int kt_matmul_ex_choice(kt_context *c, const kt_matmul_desc *desc, kt_choice *ou
     return rc;
   if (is_plain_f32(&x))
     return kt_matmul_choice(c, x.M, x.N, x.K, x.A, x.lda, x.B, x.ldb, x.C, x.ldc, out);
+  f32_plan p;
+  if (x.type == KT_F32 && f32_plan_of(&x, &p)) {
+    /* kt_matmul's choice for the first panel, the scratch standing in for
+     * the transposed operands (256-byte aligned from the pool; B's
+     * alignment and ldb are what its choice reads). */
+    const float *const scratch = (const float *)(uintptr_t)256;
+    rc = kt_matmul_choice(c, x.M, x.N, p.kp, p.ta ? scratch : x.A, p.lda, p.tb ? scratch : x.B, p.ldb, x.C, x.ldc, out);
+    if (rc == KT_OK) {
+      /* In front, so that a long reason of kt_matmul's loses its end, not this. */
+      char head[96];
+      const char *which = p.ta && p.tb ? "A and B" : p.ta ? "A" : "B";
+      if (p.kp < x.K)
+        snprintf(head, sizeof head, "op T: %s transposed into scratch first, in panels of %lld of K; ", which, p.kp);
+      else
+        snprintf(head, sizeof head, "op T: %s transposed into scratch first; ", which);
+      const size_t h = strlen(head), room = sizeof out->reason - 1 - h;
+      memmove(out->reason + h, out->reason, room);
+      out->reason[sizeof out->reason - 1] = '\0';
+      memcpy(out->reason, head, h);
+    }
+    return rc;
+  }
   return choose(c, &x, out) ? KT_OK : KT_ERR_NO_VARIANT;
 }
 
@@ -393,6 +533,12 @@ int kt_matmul_ex(kt_context *c, const kt_matmul_desc *desc, kt_stream stream)
       rc = kt_matmul(c, x.M, x.N, x.K, x.alpha, A + b * x.stride_a, x.lda, B + b * x.stride_b, x.ldb, x.beta,
                      x.C + b * x.stride_c, x.ldc, stream);
     return rc;
+  }
+  if (x.type == KT_F32) {
+    int fallback = 0;
+    rc = f32_transposed(c, &x, stream, &fallback);
+    if (!fallback)
+      return rc;
   }
   const kt_variant *v = choose(c, &x, NULL);
   if (!v)

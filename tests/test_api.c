@@ -513,15 +513,26 @@ Test(api, matmul_ex_pointers_aligned_to_their_type)
 
 Test(api, matmul_ex_choice_names_a_variant_for_the_type)
 {
-  /* F32 N, N is kt_matmul's choice; the other types and ops a gemm
-   * variant that serves the type on this (sm_90) device. */
+  /* F32 N, N is kt_matmul's choice, and F32 with an op T kt_matmul's
+   * choice from scratch (B's rows 16-byte aligned, 48 apart: its own ldb
+   * of 33 would not be); the other types a gemm variant that serves the
+   * type on this (sm_90) device. */
   kt_choice ch, mm;
   kt_matmul_desc d = ex_desc();
   d.type = KT_F32, d.lda = 32, d.ldb = 48;
   cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
   cr_assert_eq(kt_matmul_choice(ctx, 64, 48, 32, EX_A, 32, EX_B, 48, EX_C, 48, &mm), KT_OK);
   cr_assert_str_eq(ch.variant, mm.variant);
-  for (int t = KT_F32; t <= KT_F16; ++t) {
+  cr_assert_null(strstr(ch.reason, "transposed"), "%s", ch.reason);
+  d.op_b = KT_OP_T, d.ldb = 33;
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+  cr_assert_str_eq(ch.variant, mm.variant);
+  cr_assert_not_null(strstr(ch.reason, "op T: B transposed into scratch first; "), "%s", ch.reason);
+  d = ex_desc(), d.type = KT_F32, d.op_a = KT_OP_T, d.lda = 64;
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+  cr_assert_str_eq(ch.variant, mm.variant);
+  cr_assert_not_null(strstr(ch.reason, "op T: A transposed into scratch first; "), "%s", ch.reason);
+  for (int t = KT_TF32; t <= KT_F16; ++t) {
     d = ex_desc(), d.type = (kt_dtype)t, d.op_b = KT_OP_T, d.ldb = 32;
     cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
     cr_assert_eq(strncmp(ch.variant, "gemm_", 5), 0, "%s: %s", kt_gemm_type_name(t), ch.variant);

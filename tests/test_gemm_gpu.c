@@ -143,6 +143,53 @@ Test(gemm_gpu, matmul_ex_f32_nn_is_kt_matmul_per_batch_entry)
   kt_close(ctx);
 }
 
+/* KT_F32 with an op T: the op-T operands transposed into scratch, then
+ * kt_matmul's tuned kernels (runtime/gemm.c), exact FP32 within the bound,
+ * on odd shapes with NaN in every padding element and batches with A, B,
+ * both or neither shared.  The last two cases hold an op-T A of 100000 rows,
+ * whose scratch (256 MiB at most) takes 668 of K at a time: K 700 goes in
+ * two panels, the second adding to C. */
+Test(gemm_gpu, matmul_ex_f32_with_an_op_t_multiplies_exactly_through_scratch)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  kt_rng r = {fresh_seed()};
+  for (int i = 0; i < 14; ++i) {
+    const int ops = 1 + i % 3, big = i >= 12;
+    const int M = big ? 100000 : 1 + (int)(kt_rng_next(&r) % 300), N = big ? 3 : 1 + (int)(kt_rng_next(&r) % 300),
+              K = big ? 700 : 1 + (int)(kt_rng_next(&r) % 600);
+    const kt_tune_gemm_case cs =
+        kt_tune_gemm_case_of(KT_F32, big || ops >> 1, big ? i % 2 : ops & 1, M, N, K, big ? 1 : 1 + i % 3,
+                             (int)(kt_rng_next(&r) % 9), i % 4 ? 1.0f : -0.75f, i % 2 ? 0.5f : 0.0f, i % 4);
+    kt_check c;
+    kt_tune_gemm_check_call(ctx, &cs, kt_rng_next(&r), &c);
+    cr_expect(c.ok, "op %c%c %dx%dx%d batch %d: %s", "NT"[cs.op_a], "NT"[cs.op_b], M, N, K, cs.batch, c.reason);
+    /* What ran, as kt_matmul_ex_choice says (stand-in pointers: it only
+     * reads their alignment). */
+    const float *p = (const float *)(uintptr_t)4096;
+    const kt_matmul_desc d = {.type = KT_F32,
+                              .op_a = (kt_op)cs.op_a,
+                              .op_b = (kt_op)cs.op_b,
+                              .M = M,
+                              .N = N,
+                              .K = K,
+                              .A = p,
+                              .lda = cs.op_a ? M : K,
+                              .B = p,
+                              .ldb = cs.op_b ? K : N,
+                              .C = (float *)p,
+                              .ldc = N};
+    kt_choice ch;
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_expect(strncmp(ch.variant, "matmul_", 7) == 0, "op %c%c %dx%dx%d ran %s", "NT"[cs.op_a], "NT"[cs.op_b], M, N, K,
+              ch.variant);
+    cr_expect(strstr(ch.reason, big ? "transposed into scratch first, in panels of 668 of K"
+                                    : "transposed into scratch first") != NULL,
+              "reason: %s", ch.reason);
+  }
+  kt_close(ctx);
+}
+
 /* BF16 of a small integer (exact), and kt_matmul_ex of d on one GPU with
  * A's and B's stored elements set from small integers (so every sum is
  * exact in FP32), reporting C's first mismatch. */

@@ -234,6 +234,38 @@ void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt
   check_case((gemm_runner){run_variant, v}, dev->sm_count, kt_device_pool(dev->ordinal), cs, seed, out);
 }
 
+static int run_call(const void *self, const kt_gemm_args *a, kt_check *out)
+{
+  const kt_matmul_desc d = {.type = (kt_dtype)a->type,
+                            .op_a = (kt_op)a->op_a,
+                            .op_b = (kt_op)a->op_b,
+                            .M = a->M,
+                            .N = a->N,
+                            .K = a->K,
+                            .batch = a->batch,
+                            .alpha = a->alpha,
+                            .beta = a->beta,
+                            .A = a->A,
+                            .lda = a->lda,
+                            .stride_a = a->stride_a,
+                            .B = a->B,
+                            .ldb = a->ldb,
+                            .stride_b = a->stride_b,
+                            .C = a->C,
+                            .ldc = a->ldc,
+                            .stride_c = a->stride_c};
+  const int rc = kt_matmul_ex((kt_context *)self, &d, NULL);
+  if (rc != KT_OK)
+    snprintf(out->reason, sizeof out->reason, "kt_matmul_ex: %s", kt_strerror(rc));
+  return rc != KT_OK;
+}
+
+void kt_tune_gemm_check_call(kt_context *ctx, const kt_tune_gemm_case *cs, uint64_t seed, kt_check *out)
+{
+  const kt_device_info *d = kt_context_device(ctx);
+  check_case((gemm_runner){run_call, ctx}, d->sm_count, kt_context_pool(ctx), cs, seed, out);
+}
+
 /* ---- `ktune tune`: problems and the summary ------------------------------ */
 
 /* A small default set, to keep `make tune` short (on an H100: 26 s with

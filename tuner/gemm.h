@@ -58,6 +58,11 @@ int kt_tune_gemm_reference(const kt_tune_gemm_case *cs, const float *A, long lon
 void kt_tune_gemm_check(const kt_variant *v, const kt_device_info *dev, const kt_tune_gemm_case *cs, uint64_t seed,
                         kt_check *out);
 
+/* The same check of kt_matmul_ex(ctx) (dispatch and whatever path it
+ * takes: kt_matmul, a transpose into scratch, a variant), on ctx's device,
+ * which must be current. */
+void kt_tune_gemm_check_call(kt_context *ctx, const kt_tune_gemm_case *cs, uint64_t seed, kt_check *out);
+
 #ifdef __cplusplus
 }
 #endif

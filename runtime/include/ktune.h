@@ -171,15 +171,17 @@ typedef struct kt_matmul_desc {
 } kt_matmul_desc;
 
 /* The product a kt_matmul_desc describes.  KT_F32 with op N, N is exactly
- * kt_matmul (per batch entry); the other types run on tensor cores where
- * the GPU has them (sm_80 on: mma.sync; Hopper: also wgmma) and on the CUDA
- * cores otherwise; every type, op, leading dimension, alignment and batch
- * is served.  Bad
- * arguments are refused before anything is launched (KT_ERR_BAD_TYPE,
- * _BAD_SIZE, _BAD_LD, _BAD_STRIDE, _MISALIGNED, _OVERFLOW, ...).  The call
- * may take scratch for repacked operands from the device's memory pool,
- * stream-ordered.  desc is only read during the call.  Safe to call from
- * several threads on one context. */
+ * kt_matmul (per batch entry); KT_F32 with an op T transposes that operand
+ * into scratch and is then kt_matmul (a K longer than the scratch holds
+ * goes a panel of K at a time, each adding to C); the other types run on
+ * tensor cores where the GPU has them (sm_80 on: mma.sync; Hopper: also
+ * wgmma) and on the CUDA cores otherwise; every type, op, leading
+ * dimension, alignment and batch is served.  Bad arguments are refused
+ * before anything is launched (KT_ERR_BAD_TYPE, _BAD_SIZE, _BAD_LD,
+ * _BAD_STRIDE, _MISALIGNED, _OVERFLOW, ...).  The call may take scratch
+ * for repacked or transposed operands from the device's memory pool (at
+ * most 256 MiB an operand), stream-ordered.  desc is only read during the
+ * call.  Safe to call from several threads on one context. */
 KT_API int kt_matmul_ex(kt_context *ctx, const kt_matmul_desc *desc, kt_stream stream);
 
 /* bins[b] = count of samples s with clamp(s, 0, nbins - 1) == b, for the n
@@ -206,9 +208,9 @@ typedef struct kt_choice {
 KT_API int kt_matmul_choice(kt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                             const float *B, int64_t ldb, const float *C, int64_t ldc, kt_choice *out);
 
-/* Which variant kt_matmul_ex would run for desc (batch entry 0 for KT_F32
- * op N, N: kt_matmul's choice), and why; checks desc as kt_matmul_ex does
- * but launches nothing.  Thread-safe. */
+/* Which variant kt_matmul_ex would run for desc (batch entry 0 for KT_F32:
+ * kt_matmul's choice, for an op T its first panel from scratch), and why;
+ * checks desc as kt_matmul_ex does but launches nothing.  Thread-safe. */
 KT_API int kt_matmul_ex_choice(kt_context *ctx, const kt_matmul_desc *desc, kt_choice *out);
 
 /* Which variant kt_histogram would run, and why.  Thread-safe. */

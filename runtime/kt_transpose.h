@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/* runtime/kt_transpose.h: the runtime's own kernels (runtime/transpose.cu),
+ * which no family generates: a transpose of FP32 panels into scratch, and
+ * that scratch taken from and given back to the device's pool.  Each is a
+ * kt_launch_fn, run on the context's device by kt_context_run. */
+#ifndef KT_TRANSPOSE_H
+#define KT_TRANSPOSE_H
+
+#include <stddef.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Visible from libktune.so to the ktune CLI alone (its version script,
+ * build/libktune.map), which takes the kernels from the library. */
+#define KT_RUNTIME_KERNEL __attribute__((visibility("default")))
+
+/* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: src is rows x
+ * cols (row stride lds), dst cols x rows (row stride ldd >= rows).  Each
+ * row of dst is also zeroed from rows up to ldd or the next multiple of 4,
+ * whichever is less, so that a reader of 16 bytes at a time finds nothing
+ * undefined there. */
+typedef struct kt_transpose_args {
+  const float *src;
+  long long lds, rows, cols;
+  float *dst;
+  long long ldd;
+  int sm_count;
+} kt_transpose_args;
+
+KT_RUNTIME_KERNEL int kt_transpose_f32(const void *args, cudaStream_t stream);
+
+/* *ptr = `bytes` from pool (NULL: the current device's default pool),
+ * ordered on the stream.  Returns cudaSuccess even when there is no such
+ * memory (then *ptr is NULL and *status holds the error, which is cleared):
+ * its callers fall back to a path that needs none. */
+typedef struct kt_scratch_args {
+  void *pool;
+  size_t bytes;
+  void **ptr;
+  int *status;
+} kt_scratch_args;
+
+KT_RUNTIME_KERNEL int kt_scratch_alloc(const void *args, cudaStream_t stream);
+/* Gives *ptr back, ordered on the stream. */
+KT_RUNTIME_KERNEL int kt_scratch_free(const void *args, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
