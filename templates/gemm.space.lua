@@ -30,7 +30,7 @@ return {
                "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1_p1_c1",
                -- before sm_90: mma.sync
                "gemm_mma_bf16_128x128x32_wp2x2_s3_g8", "gemm_mma_f16_128x128x32_wp2x2_s3_g8",
-               "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_bs16" },
+               "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_bs64" },
 
   kernels = {
     {
@@ -200,16 +200,32 @@ return {
     {
       algo = "simt",
       template = "templates/gemm_simt.cu.tpl",
-      doc = "the fallback: the Programming Guide's tiled kernel over any type, op, alignment and batch, FP32 FMA",
+      doc = "the CUDA cores: the Programming Guide's tiled kernel, register-tiled, over any type, op, " ..
+        "alignment and batch, FP32 FMA (exact FP32 batches, and every type before sm_80)",
       params = {
-        { "bs", { 16 }, "BLOCK_SIZE: edge of the square tile; one output per thread", tag = "bs" },
+        { "bs", { 16, 32, 64, 128 }, "BLOCK_SIZE: edge of the square tile of C a block of 256 threads computes, " ..
+          "each thread (BS / 16)^2 of it (16: the Guide's one output per thread)", tag = "bs" },
       },
       derive = function(v, t)
-        v.threads = v.bs * v.bs
-        v.smem_static = 2 * v.bs * (v.bs + 1) * 4
+        v.threads = 256
+        v.tm = v.bs // 16
+        -- K per staged slice: 4 elements of each operand a thread, so
+        -- that each thread has 8 loads in flight.  With one of each (BS 16,
+        -- BK 16) the small tiles' batches read at 600-800 GB/s, bound by
+        -- the loads in flight (H100, session 50).
+        v.bk = 4 * v.threads // v.bs
+        -- Blocks an SM at least (launch bounds): two, so that one
+        -- multiplies while the other waits at its barrier (BS 128 then fits
+        -- its 64 accumulators in 128 registers a thread); four of the small
+        -- tiles (64 registers), whose loads in flight set their speed.
+        v.min_blocks = v.bs >= 64 and 2 or 4
+        v.smem_static = 2 * 2 * v.bk * (v.bs + 4) * 4
         v.smem_dynamic = 0
         v.cluster, v.min_cc, v.align = 1, 0, 1
-        v.blocks_per_sm = math.min(32, t.max_threads_per_sm // v.threads)
+        -- Registers: the accumulators, a k step's two fragments, ~40 more.
+        local regs = v.tm * v.tm + 2 * v.tm + 40
+        v.blocks_per_sm = math.max(1, math.min(32, t.max_threads_per_sm // v.threads,
+          t.regs_per_sm // (regs * v.threads), t.smem_per_sm // v.smem_static))
       end,
     },
   },
