@@ -179,9 +179,18 @@ typedef struct geometry {
 
 static geometry *geometries;
 static pthread_once_t geometries_once = PTHREAD_ONCE_INIT;
+/* The registry's CUDA-core variants (untuned FP32 batches pick among them). */
+#define MAX_SIMT 8
+static int simt[MAX_SIMT], nsimt;
 
 static geometry parse_geometry(const kt_variant *v)
 {
+  /* The CUDA-core kernel: square tiles of BS, two blocks an SM at least
+   * (its launch bounds), neither split nor persistent. */
+  if (strcmp(v->algo, "simt") == 0) {
+    const int bs = kt_variant_param_int(v, "bs", 0);
+    return (geometry){bs, bs, 2, 0, 0, 1, 0};
+  }
   return (geometry){kt_variant_param_int(v, "bm", 0),      kt_variant_param_int(v, "bn", 0),
                     kt_variant_param_int(v, "occ", 0),     kt_variant_param_int(v, "split", 0),
                     kt_variant_param_int(v, "persist", 0), v->cluster > 1 ? v->cluster : 1,
@@ -190,6 +199,9 @@ static geometry parse_geometry(const kt_variant *v)
 
 static void build_geometries(void)
 {
+  for (int i = 0; i < kt_registry_count && nsimt < MAX_SIMT; ++i)
+    if (kt_registry[i].family == KT_FAMILY_GEMM && strcmp(kt_registry[i].algo, "simt") == 0)
+      simt[nsimt++] = i;
   geometry *g = malloc((size_t)(kt_registry_count > 0 ? kt_registry_count : 1) * sizeof *g);
   if (!g)
     return;
@@ -272,6 +284,76 @@ static int serves_call(const kt_variant *v, const kt_device_info *d, const void 
   return kt_gemm_serves(v, d, *(const int *)call);
 }
 
+/*
+ * FP32 batches.  kt_matmul serves one product at a time, so a batch of
+ * small products would pay a launch per entry and fill the GPU with none
+ * of them; the CUDA-core kernel of this family (algo simt) runs every entry
+ * in one launch.  An entry that fills the GPU by itself with kt_matmul's
+ * large tiles (F32_ENTRY_TILES of 128 x 128 a SM) over a K of
+ * F32_ENTRY_MIN_K or more goes to kt_matmul, entry by entry, whose kernels
+ * are the faster per product.
+ *
+ * Untuned (no FP32 problem of this family in the database: `make tune`
+ * tunes none), the CUDA-core tile is the one of least modelled time: the
+ * blocks on the busiest SM (at least SIMT_SAT of those it holds, which
+ * keep it busy) times a block's padded multiply-adds (BS^2 K) over its
+ * tile's rate (simt_rate).  Where M or N is far below a tile, the padding
+ * decides; where the batch holds few blocks, the waves.  Tuned, the
+ * family's rule (the nearest tuned FP32 problem, re-ranked by the cost
+ * model) decides.
+ */
+#define F32_ENTRY_TILES 1.0
+#define F32_ENTRY_MIN_K 256
+#define SIMT_SAT 0.5
+
+static int f32_entrywise(const kt_matmul_desc *x, const kt_device_info *d)
+{
+  const double tiles = (double)((x->M + 127) / 128) * (double)((x->N + 127) / 128);
+  return x->batch == 1 || (tiles >= F32_ENTRY_TILES * d->sm_count && x->K >= F32_ENTRY_MIN_K);
+}
+
+/* Multiply-adds per unit time of a CUDA-core tile of BS at full
+ * occupancy, relative to BS 128's: what each took on a batch whose blocks
+ * fill the GPU with no padding (H100, session 50: 1024 x 1024 x 256, 16
+ * entries; 282 us at BS 128, 333 at 64, 540 at 32, 1380 at 16).  Larger
+ * tiles read each staged element more times from registers.  With these,
+ * the model's pick reached 0.95 and 0.97 of the fastest tile's speed
+ * (geometric means over two seeded suites of 40 random batches, every
+ * tile timed), where "the largest tile whose blocks fill every SM" reached
+ * 0.75 and 0.76 (bench/reference/gemm_tiles/README.md, "FP32 batches"). */
+static double simt_rate(int bs)
+{
+  return bs >= 128 ? 1.0 : bs >= 64 ? 0.85 : bs >= 32 ? 0.52 : 0.2;
+}
+
+static const kt_variant *f32_simt_pick(const kt_device_info *d, const kt_matmul_desc *x, kt_choice *out)
+{
+  const kt_variant *best = NULL;
+  double best_cost = INFINITY;
+  pthread_once(&geometries_once, build_geometries);
+  for (int i = 0; i < nsimt; ++i) {
+    const kt_variant *v = &kt_registry[simt[i]];
+    const int bs = geometry_of(v).bm, per_sm = kt_resident_blocks(v, d);
+    if (bs <= 0 || !kt_gemm_serves(v, d, KT_F32))
+      continue;
+    const double blocks = (double)((x->M + bs - 1) / bs) * (double)((x->N + bs - 1) / bs) * (double)x->batch;
+    const double busiest =
+        fmax(ceil(blocks / (d->sm_count > 0 ? d->sm_count : 1)), SIMT_SAT * (per_sm > 0 ? per_sm : 1));
+    const double cost = busiest * bs * bs * (double)x->K / simt_rate(bs);
+    if (cost < best_cost)
+      best = v, best_cost = cost;
+  }
+  if (best && out) {
+    char why[256];
+    snprintf(why, sizeof why,
+             "untuned FP32 batch: one launch for all %lld entries on the CUDA cores, the tile of least modelled "
+             "time (no FP32 problem tuned)",
+             (long long)x->batch);
+    kt_dispatch_fill_choice(out, best, NULL, why);
+  }
+  return best;
+}
+
 static const kt_variant *choose(const kt_context *c, const kt_matmul_desc *x, kt_choice *out)
 {
   int nt = 0;
@@ -286,6 +368,11 @@ static const kt_variant *choose(const kt_context *c, const kt_matmul_desc *x, kt
   const int type = (int)x->type;
   kt_tuned reranked;
   const kt_device_info *d = kt_context_device(c);
+  if (type == KT_F32 && (!t || t->problem.dim[3] / 4 != KT_F32)) {
+    const kt_variant *v = f32_simt_pick(d, x, out);
+    if (v)
+      return v;
+  }
   return kt_dispatch_choose(d, KT_FAMILY_GEMM, rerank(t, d, x, &reranked), serves_call, &type, out);
 }
 
@@ -489,10 +576,11 @@ int kt_matmul_ex_choice(kt_context *c, const kt_matmul_desc *desc, kt_choice *ou
     rc = load_desc(desc, &x);
   if (rc != KT_OK)
     return rc;
-  if (is_plain_f32(&x))
+  const int entrywise = x.type == KT_F32 && f32_entrywise(&x, kt_context_device(c));
+  if (entrywise && is_plain_f32(&x))
     return kt_matmul_choice(c, x.M, x.N, x.K, x.A, x.lda, x.B, x.ldb, x.C, x.ldc, out);
   f32_plan p;
-  if (x.type == KT_F32 && f32_plan_of(&x, &p)) {
+  if (entrywise && f32_plan_of(&x, &p)) {
     /* kt_matmul's choice for the first panel, the scratch standing in for
      * the transposed operands (256-byte aligned from the pool; B's
      * alignment and ldb are what its choice reads). */
@@ -527,14 +615,15 @@ int kt_matmul_ex(kt_context *c, const kt_matmul_desc *desc, kt_stream stream)
   if (!kt_context_device_pointer(c, x.A) || !kt_context_device_pointer(c, x.B) ||
       !kt_context_device_pointer(c, x.C))
     return KT_ERR_NOT_DEVICE_POINTER;
-  if (is_plain_f32(&x)) {
+  const int entrywise = x.type == KT_F32 && f32_entrywise(&x, kt_context_device(c));
+  if (entrywise && is_plain_f32(&x)) {
     const float *A = x.A, *B = x.B;
     for (int64_t b = 0; b < x.batch && rc == KT_OK; ++b)
       rc = kt_matmul(c, x.M, x.N, x.K, x.alpha, A + b * x.stride_a, x.lda, B + b * x.stride_b, x.ldb, x.beta,
                      x.C + b * x.stride_c, x.ldc, stream);
     return rc;
   }
-  if (x.type == KT_F32) {
+  if (entrywise) {
     int fallback = 0;
     rc = f32_transposed(c, &x, stream, &fallback);
     if (!fallback)

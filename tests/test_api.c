@@ -511,6 +511,42 @@ Test(api, matmul_ex_pointers_aligned_to_their_type)
   expect_ex(&d, KT_ERR_MISALIGNED, "C not float-aligned");
 }
 
+/* KT_F32 batches (runtime/gemm.c): entries that each fill the GPU go to
+ * kt_matmul entry by entry; smaller ones to one launch of a CUDA-core tile,
+ * the padding deciding which (this device: 132 SMs, nothing tuned). */
+Test(api, matmul_ex_f32_batches_go_entry_by_entry_or_in_one_launch)
+{
+  kt_choice ch, mm;
+  kt_matmul_desc d = ex_desc();
+  d.type = KT_F32, d.M = 4096, d.N = 4096, d.K = 512, d.lda = 512, d.ldb = 4096, d.ldc = 4096, d.batch = 4;
+  d.stride_a = 4096 * 512, d.stride_b = 512 * 4096, d.stride_c = 4096 * 4096;
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+  cr_assert_eq(kt_matmul_choice(ctx, 4096, 4096, 512, EX_A, 512, EX_B, 4096, EX_C, 4096, &mm), KT_OK);
+  cr_assert_str_eq(ch.variant, mm.variant, "%s", ch.reason);
+  d.K = 128, d.lda = 128, d.stride_a = 4096 * 128, d.stride_b = 128 * 4096; /* each fills the GPU, K too short */
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+  cr_assert_str_eq(ch.variant, "gemm_simt_bs128", "%s", ch.reason);
+  cr_assert_not_null(strstr(ch.reason, "one launch for all 4 entries"), "%s", ch.reason);
+  static const struct {
+    int64_t m, n, k, batch;
+    const char *tile;
+  } batches[] = {{1024, 1024, 256, 16, "gemm_simt_bs128"}, /* no padding: the fastest tile */
+                 {1, 1, 1249, 9, "gemm_simt_bs16"},        /* one element an entry: the least padding */
+                 {4, 1261, 719, 657, "gemm_simt_bs32"},    /* 4 rows: 16-row tiles pad least, 32 are faster */
+                 {76, 57, 29, 1892, "gemm_simt_bs64"}};
+  for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i) {
+    d = ex_desc();
+    d.type = KT_F32, d.M = batches[i].m, d.N = batches[i].n, d.K = batches[i].k, d.batch = batches[i].batch;
+    d.lda = d.K, d.ldb = d.N, d.ldc = d.N, d.stride_a = d.M * d.K, d.stride_b = d.K * d.N, d.stride_c = d.M * d.N;
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_assert_str_eq(ch.variant, batches[i].tile, "%lldx%lldx%lld x%lld: %s", (long long)d.M, (long long)d.N,
+                     (long long)d.K, (long long)d.batch, ch.reason);
+    d.op_a = KT_OP_T, d.lda = d.M; /* an op T: the same, the kernel reads either way */
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_assert_str_eq(ch.variant, batches[i].tile);
+  }
+}
+
 Test(api, matmul_ex_choice_names_a_variant_for_the_type)
 {
   /* F32 N, N is kt_matmul's choice, and F32 with an op T kt_matmul's

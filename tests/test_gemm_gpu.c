@@ -102,7 +102,8 @@ Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
     cr_skip_test("no tensor-core variant runs on this GPU");
 }
 
-Test(gemm_gpu, matmul_ex_f32_nn_is_kt_matmul_per_batch_entry)
+/* A small FP32 batch (one launch of a CUDA-core tile) with B shared by its entries. */
+Test(gemm_gpu, matmul_ex_f32_nn_batch_with_a_shared_b_is_exact_fp32)
 {
   kt_context *ctx;
   cr_assert_eq(kt_open(&ctx, NULL), KT_OK);

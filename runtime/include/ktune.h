@@ -170,10 +170,12 @@ typedef struct kt_matmul_desc {
   int64_t ldc, stride_c;
 } kt_matmul_desc;
 
-/* The product a kt_matmul_desc describes.  KT_F32 with op N, N is exactly
- * kt_matmul (per batch entry); KT_F32 with an op T transposes that operand
- * into scratch and is then kt_matmul (a K longer than the scratch holds
- * goes a panel of K at a time, each adding to C); the other types run on
+/* The product a kt_matmul_desc describes.  KT_F32 is exact FP32 on the CUDA
+ * cores: one product, or a batch whose every entry fills the GPU by
+ * itself, is kt_matmul entry by entry (an op-T operand transposed into
+ * scratch first; a K longer than the scratch holds goes a panel of K at a
+ * time, each adding to C); a batch of smaller entries runs in one launch
+ * of a CUDA-core kernel of the tensor-core family.  The other types run on
  * tensor cores where the GPU has them (sm_80 on: mma.sync; Hopper: also
  * wgmma) and on the CUDA cores otherwise; every type, op, leading
  * dimension, alignment and batch is served.  Bad arguments are refused
@@ -208,8 +210,9 @@ typedef struct kt_choice {
 KT_API int kt_matmul_choice(kt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                             const float *B, int64_t ldb, const float *C, int64_t ldc, kt_choice *out);
 
-/* Which variant kt_matmul_ex would run for desc (batch entry 0 for KT_F32:
- * kt_matmul's choice, for an op T its first panel from scratch), and why;
+/* Which variant kt_matmul_ex would run for desc (where KT_F32 goes to
+ * kt_matmul: its choice for batch entry 0, for an op T its first panel
+ * from scratch), and why;
  * checks desc as kt_matmul_ex does but launches nothing.  Thread-safe. */
 KT_API int kt_matmul_ex_choice(kt_context *ctx, const kt_matmul_desc *desc, kt_choice *out);
 
