@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* bench/bench_gemm.cu: ktune's tensor-core matmul (kt_matmul_ex) against
- * cuBLAS in the same precision.
+ * cuBLAS in the same precision, and kt_matmul_ex's exact FP32 layouts.
  *
  *   make build/bench_gemm
  *   ./build/bench_gemm --db tuning-db/ktune.db --out bench/results [--quick]
@@ -10,24 +10,36 @@
  * with FP32 accumulation):
  *   - op N, N at the 12 shapes of the FP32 suite (bench_common.h);
  *   - the four op pairs at 4096^3;
- *   - strided batches: 512 products of 128x128x64, 64 of 1024x1024x128.
- * Each case times, on the same random inputs,
+ *   - strided batches: 512 products of 128x128x64, 64 of 1024x1024x128;
+ * and for exact FP32 (KT_F32: kt_matmul, from scratch for an op T) the
+ * four op pairs at 4096^3 and the two batches (its suite of shapes is
+ * bench_matmul's).  Each case times, on the same random inputs,
  *   ktune   kt_matmul_ex through a context on --db (the dispatched variant)
  *   cuBLAS  cublasGemmEx / cublasGemmStridedBatchedEx, compute type
- *           CUBLAS_COMPUTE_32F_FAST_TF32 (TF32) or CUBLAS_COMPUTE_32F (BF16,
- *           FP16), C in FP32
+ *           CUBLAS_COMPUTE_32F_FAST_TF32 (TF32) or CUBLAS_COMPUTE_32F (FP32,
+ *           BF16, FP16), C in FP32
  * checks ktune's C against cuBLAS's (relative Frobenius error), and probes
  * cuBLAS's precision on the same call: A B must come out as FP32 sums
  * (1 + 2^-12 from 1 and 2^-12, which a 16-bit accumulator loses), and for
  * TF32 the inputs must be rounded to TF32 (1 + 2^-12 times 1 gives 1, where
- * FP32 would keep it): a comparison in another precision is flagged.
+ * FP32 keeps it, as it must for FP32): a comparison in another precision
+ * is flagged.
  * Then it times the TF32 repack (a transpose of an 8192 x 8192 FP32
  * operand, as kt_matmul_ex does for TF32 op N of B) against a copy of the
  * same bytes.
  *
+ * Last, FP32 batches on a suite drawn from --seed (F32_BATCHES of them: M,
+ * N and K log-uniform over 1..2048, the batch over 2..2048 within a cap
+ * on work and memory, op N, N for 7 in 10, another op pair otherwise):
+ * kt_matmul_ex as dispatched, each CUDA-core tile in one launch for the
+ * batch, kt_matmul entry by entry (op N, N), and cublasSgemmStridedBatched
+ * (FP32), into OUT/gemm_f32_batches.csv.  The oracle is the fastest of
+ * ktune's ways; the summary gives dispatch / oracle and ktune / cuBLAS.
+ *
  * Writes OUT/gemm.csv, OUT/gemm.gp (ktune / cuBLAS per case) and, with
  * gnuplot on PATH, OUT/gemm.png; ends with a summary per input type.
  */
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -41,6 +53,7 @@
 #include "gemm_common.cuh"
 #include "kt_internal.h"
 #include "matmul_check.cuh"
+#include "registry.h"
 
 struct gcase {
   kt_dtype type;
@@ -117,7 +130,7 @@ struct gresult {
 static void plot(const bench_options &o, const bench_device &d, size_t ncases)
 {
   std::string s = bench_gnuplot_preamble("gemm", 400 + 28 * (int)ncases, 700);
-  s += "set title \"tensor-core matmul (FP32 accumulation), ktune / cuBLAS in the same precision, " +
+  s += "set title \"tensor-core and exact FP32 matmul, ktune / cuBLAS in the same precision, " +
        bench_gnuplot_escape(d.line) + "\"\n";
   s += "set ylabel \"ktune / cuBLAS (higher is better)\"\n"
        "set style fill solid 0.85 border -1\n"
@@ -132,11 +145,183 @@ static void plot(const bench_options &o, const bench_device &d, size_t ncases)
        "label(b) = strcol(1) . \" \" . strcol(2) . \" \" . strcol(3) . \"x\" . strcol(4) . \"x\" . strcol(5) . "
        "(b > 1 ? \" x\" . strcol(6) : \"\")\n"
        "ratio(t) = strcol(1) eq t ? $9 : NaN\n"
-       "plot \"gemm.csv\" skip 1 using 0:(ratio(\"tf32\")):xtic(label($6)) with boxes title \"TF32\" lc rgb \"#1b9e77\", \\\n"
+       "plot \"gemm.csv\" skip 1 using 0:(ratio(\"tf32\")):xtic(label($6)) with boxes title \"TF32\" lc rgb "
+       "\"#1b9e77\", \\\n"
        "     \"\" skip 1 using 0:(ratio(\"bf16\")) with boxes title \"BF16\" lc rgb \"#d95f02\", \\\n"
        "     \"\" skip 1 using 0:(ratio(\"f16\")) with boxes title \"FP16\" lc rgb \"#7570b3\", \\\n"
+       "     \"\" skip 1 using 0:(ratio(\"f32\")) with boxes title \"FP32 (exact)\" lc rgb \"#e7298a\", \\\n"
        "     1.0 with lines lc rgb \"black\" title \"cuBLAS\", 0.9 with lines dt 2 lc rgb \"gray40\" title \"0.9\"\n";
   bench_plot(o.out, "gemm", s);
+}
+
+/* ---- FP32 batches on a seeded suite ---------------------------------------- */
+
+constexpr int F32_BATCHES = 40;
+constexpr unsigned long long F32_BATCHES_SEED = 0x6261746368ull; /* the default suite */
+
+static long long log_uniform(kt_rng *r, double lo, double hi)
+{
+  const double u = (double)(kt_rng_next(r) >> 11) * 0x1p-53;
+  return (long long)floor(exp(log(lo) + u * (log(hi + 1) - log(lo))));
+}
+
+static double ratio_stats(std::vector<double> v, double *p10, double *lo)
+{
+  std::sort(v.begin(), v.end());
+  *p10 = v.empty() ? NAN : v[v.size() / 10];
+  *lo = v.empty() ? NAN : v[0];
+  return bench_geomean(v);
+}
+
+static int f32_batches(const bench_options &o, const bench_device &d, kt_context *ctx, cublasHandle_t h,
+                       const bench_flush &flush, const bench_reps &reps)
+{
+  std::vector<const kt_variant *> tiles;
+  for (int i = 0; i < kt_registry_count; ++i)
+    if (kt_registry[i].family == KT_FAMILY_GEMM && !strcmp(kt_registry[i].algo, "simt") &&
+        kt_gemm_serves(&kt_registry[i], &d.info, KT_F32) && kt_variant_runs_on(&kt_registry[i], &d.info) &&
+        kt_registry_find(kt_registry[i].name, &d.info) == &kt_registry[i])
+      tiles.push_back(&kt_registry[i]);
+  const unsigned long long seed = o.seed ? o.seed : F32_BATCHES_SEED;
+  printf("\nFP32 batches, seed %llu: kt_matmul_ex (dispatched), each CUDA-core tile, kt_matmul per entry, "
+         "cuBLAS; us\n",
+         seed);
+  std::string head = "m,n,k,batch,ops,dispatch_ms,variant";
+  printf("%-24s %-3s %9s", "MxNxK x batch", "ops", "dispatch");
+  for (const kt_variant *v : tiles) {
+    head += std::string(",") + v->name + "_ms";
+    printf(" %9s", v->name + strlen("gemm_simt_"));
+  }
+  head += ",entrywise_ms,cublas_ms,oracle_ms,dispatch_over_oracle,ktune_over_cublas,rel_err,status";
+  printf(" %9s %9s %6s %6s  %s\n", "entries", "cuBLAS", "/best", "/cuBLAS", "dispatched to");
+  bench_csv csv(o.out + "/gemm_f32_batches.csv", head.c_str());
+  kt_rng r = {seed};
+  std::vector<double> vs_oracle, vs_cublas;
+  int failed = 0;
+  const int count = o.quick ? 8 : F32_BATCHES;
+  double *scratch;
+  BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
+  for (int c = 0; c < count; ++c) {
+    const long long M = log_uniform(&r, 1, 2048), N = log_uniform(&r, 1, 2048), K = log_uniform(&r, 1, 2048);
+    long long nb = log_uniform(&r, 2, 2048);
+    const int ops = kt_rng_next(&r) % 10 < 7 ? 0 : 1 + (int)(kt_rng_next(&r) % 3), op_a = ops >> 1, op_b = ops & 1;
+    while (nb > 2 && ((double)M * N * K * nb > 1.6e10 || (double)(M * K + K * N + M * N) * nb * 4 > 3e9))
+      nb /= 2;
+    const long long sa = M * K, sb = K * N, sc = M * N, lda = op_a ? M : K, ldb = op_b ? K : N;
+    float *A, *B, *C, *C_ref;
+    BENCH_CUDA(cudaMalloc(&A, sa * nb * 4));
+    BENCH_CUDA(cudaMalloc(&B, sb * nb * 4));
+    BENCH_CUDA(cudaMalloc(&C, sc * nb * 4));
+    BENCH_CUDA(cudaMalloc(&C_ref, sc * nb * 4));
+    fill_typed<<<d.info.sm_count * 8, 256>>>(A, sa * nb, KT_F32, kt_rng_next(&r));
+    fill_typed<<<d.info.sm_count * 8, 256>>>(B, sb * nb, KT_F32, kt_rng_next(&r));
+    BENCH_CUDA(cudaGetLastError());
+
+    kt_matmul_desc desc = {};
+    desc.type = KT_F32, desc.op_a = (kt_op)op_a, desc.op_b = (kt_op)op_b;
+    desc.M = M, desc.N = N, desc.K = K, desc.batch = nb, desc.alpha = 1.0f, desc.beta = 0.0f;
+    desc.A = A, desc.lda = lda, desc.stride_a = sa, desc.B = B, desc.ldb = ldb, desc.stride_b = sb;
+    desc.C = C, desc.ldc = N, desc.stride_c = sc;
+    kt_choice choice = {};
+    if (kt_matmul_ex_choice(ctx, &desc, &choice) != KT_OK)
+      snprintf(choice.variant, sizeof choice.variant, "?");
+    auto run_ktune = [&]() -> int {
+      const int rc = kt_matmul_ex(ctx, &desc, 0);
+      return rc == KT_OK ? 0 : bench_fail("kt_matmul_ex: %s", kt_strerror(rc));
+    };
+    const float one = 1.0f, zero = 0.0f;
+    auto run_cublas = [&]() -> int {
+      const cublasStatus_t st = cublasSgemmStridedBatched(
+          h, op_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a ? CUBLAS_OP_T : CUBLAS_OP_N, (int)N, (int)M, (int)K, &one, B,
+          (int)ldb, sb, A, (int)lda, sa, &zero, C_ref, (int)N, sc, (int)nb);
+      return st == CUBLAS_STATUS_SUCCESS ? 0 : bench_fail("cublasSgemmStridedBatched: %s", cublasGetStatusString(st));
+    };
+    BENCH_CUDA(cudaMemset(C, 0xff, sc * nb * 4)); /* NaN: an element never written fails the check */
+    const bench_time_result t_kt = bench_time(run_ktune, flush, reps), t_cb = bench_time(run_cublas, flush, reps);
+    BENCH_CUDA(cudaDeviceSynchronize());
+    const double err = t_kt.ok && t_cb.ok ? rel_error(C, C_ref, (int)(M * nb), (int)N, (int)N, scratch, d) : NAN;
+    const double bound = 64.0 * 0x1p-23 * sqrt((double)K);
+    const bool ok = t_kt.ok && t_cb.ok && err <= bound;
+    failed += !ok;
+
+    std::vector<double> t_tiles;
+    double oracle = t_kt.ok ? t_kt.ms : INFINITY;
+    for (const kt_variant *v : tiles) {
+      kt_gemm_args a = {KT_GEMM_F32,
+                        op_a,
+                        op_b,
+                        (int)M,
+                        (int)N,
+                        (int)K,
+                        (int)nb,
+                        1.0f,
+                        0.0f,
+                        A,
+                        B,
+                        C,
+                        lda,
+                        ldb,
+                        N,
+                        sa,
+                        sb,
+                        sc,
+                        d.info.sm_count,
+                        kt_device_pool(d.info.ordinal)};
+      auto run = [&]() -> int { return v->launch(&a, 0); };
+      const bench_time_result t = bench_time(run, flush, reps);
+      t_tiles.push_back(t.ms);
+      if (t.ok && t.ms < oracle)
+        oracle = t.ms;
+    }
+    double t_entries = NAN;
+    if (!ops) {
+      auto run = [&]() -> int {
+        for (long long b = 0; b < nb; ++b) {
+          const int rc = kt_matmul(ctx, M, N, K, 1.0f, A + b * sa, K, B + b * sb, N, 0.0f, C + b * sc, N, 0);
+          if (rc != KT_OK)
+            return bench_fail("kt_matmul: %s", kt_strerror(rc));
+        }
+        return 0;
+      };
+      const bench_time_result t = bench_time(run, flush, reps);
+      t_entries = t.ms;
+      if (t.ok && t.ms < oracle)
+        oracle = t.ms;
+    }
+    const double q_oracle = oracle / t_kt.ms, q_cublas = t_cb.ms / t_kt.ms;
+    if (ok) {
+      vs_oracle.push_back(q_oracle);
+      vs_cublas.push_back(q_cublas);
+    }
+    char shape[64], ops_s[3] = {"nt"[op_a], "nt"[op_b], 0};
+    snprintf(shape, sizeof shape, "%lldx%lldx%lld x%lld", M, N, K, nb);
+    printf("%-24s %-3s %9.1f", shape, ops_s, t_kt.ms * 1e3);
+    std::string row;
+    char cell[48];
+    for (double t : t_tiles) {
+      printf(" %9.1f", t * 1e3);
+      snprintf(cell, sizeof cell, ",%.5f", t);
+      row += cell;
+    }
+    printf(" %9.1f %9.1f %6.3f %6.3f  %s%s\n", t_entries * 1e3, t_cb.ms * 1e3, q_oracle, q_cublas, choice.variant,
+           ok ? "" : "  FAILED");
+    if (!ok)
+      printf("  %s %s (rel err %.2e, bound %.2e)\n", t_kt.err.c_str(), t_cb.err.c_str(), err, bound);
+    csv.row("%lld,%lld,%lld,%lld,%s,%.5f,%s%s,%.5f,%.5f,%.5f,%.4f,%.4f,%.3e,%s", M, N, K, nb, ops_s, t_kt.ms,
+            choice.variant, row.c_str(), t_entries, t_cb.ms, oracle, q_oracle, q_cublas, err, ok ? "ok" : "failed");
+    cudaFree(A);
+    cudaFree(B);
+    cudaFree(C);
+    cudaFree(C_ref);
+  }
+  cudaFree(scratch);
+  double p10, lo;
+  const double g_oracle = ratio_stats(vs_oracle, &p10, &lo);
+  printf("\nFP32 batches: dispatch / oracle %.3f (10th percentile %.3f, min %.3f)", g_oracle, p10, lo);
+  const double g_cublas = ratio_stats(vs_cublas, &p10, &lo);
+  printf("; ktune / cuBLAS %.3f (10th percentile %.3f, min %.3f); %d of %d failed the check\n", g_cublas, p10, lo,
+         failed, count);
+  return failed;
 }
 
 /* ---- the summary ------------------------------------------------------- */
@@ -150,7 +335,7 @@ static void summary(const std::vector<gresult> &res)
   printf("\n%-5s %8s %8s %8s %8s %8s   %s\n", "type", "suite", "4096^3", "8192^3", "batch512", "batch64",
          "time vs its own NN at 4096^3, nt tn tt: ktune | cuBLAS");
   printf("%-5s %8s %8s %8s %8s %8s\n", "", "geomean", "", "", "", "");
-  for (kt_dtype t : {KT_TF32, KT_BF16, KT_F16}) {
+  for (kt_dtype t : {KT_TF32, KT_BF16, KT_F16, KT_F32}) {
     std::vector<double> suite;
     double sq4 = NAN, sq8 = NAN, b512 = NAN, b64 = NAN, nn4 = NAN, nn4_cb = NAN;
     double tr[4] = {NAN, NAN, NAN, NAN}, tr_cb[4] = {NAN, NAN, NAN, NAN};
@@ -177,9 +362,10 @@ static void summary(const std::vector<gresult> &res)
     }
     if (n == 0)
       continue;
-    printf("%-5s %8.3f %8.3f %8.3f %8.3f %8.3f   %.3f %.3f %.3f | %.3f %.3f %.3f%s\n", type_name(t),
-           bench_geomean(suite), sq4, sq8, b512, b64, tr[1] / nn4, tr[2] / nn4, tr[3] / nn4, tr_cb[1] / nn4_cb,
-           tr_cb[2] / nn4_cb, tr_cb[3] / nn4_cb,
+    /* FP32's suite is bench_matmul's: here only 4096^3. */
+    const double geo = t == KT_F32 ? NAN : bench_geomean(suite);
+    printf("%-5s %8.3f %8.3f %8.3f %8.3f %8.3f   %.3f %.3f %.3f | %.3f %.3f %.3f%s\n", type_name(t), geo, sq4, sq8,
+           b512, b64, tr[1] / nn4, tr[2] / nn4, tr[3] / nn4, tr_cb[1] / nn4_cb, tr_cb[2] / nn4_cb, tr_cb[3] / nn4_cb,
            suite.size() < n ? "  (a failed shape is left out of the geomean)" : "");
   }
 }
@@ -222,6 +408,10 @@ int main(int argc, char **argv)
     cases.push_back({t, 0, 0, 128, 128, 64, 512});
     cases.push_back({t, 0, 0, 1024, 1024, 128, 64});
   }
+  for (int ops = 0; ops < 4; ++ops)
+    cases.push_back({KT_F32, ops >> 1, ops & 1, 4096, 4096, 4096, 1});
+  cases.push_back({KT_F32, 0, 0, 128, 128, 64, 512});
+  cases.push_back({KT_F32, 0, 0, 1024, 1024, 128, 64});
 
   bench_csv csv(o.out + "/gemm.csv",
                 "type,ops,m,n,k,batch,ktune_tflops,cublas_tflops,ktune_over_cublas,ktune_ms,cublas_ms,variant,tuned,"
@@ -278,11 +468,14 @@ int main(int argc, char **argv)
       return (long long)off;
     };
     const long long acc_off = probe(1.0f, 0x1p-12f, 1.0f + 0x1p-12f);
-    const long long in_off = c.type == KT_TF32 ? probe(1.0f + 0x1p-12f, 0.0f, 1.0f) : 0;
+    const long long in_off = c.type == KT_TF32  ? probe(1.0f + 0x1p-12f, 0.0f, 1.0f)
+                             : c.type == KT_F32 ? probe(1.0f + 0x1p-12f, 0.0f, 1.0f + 0x1p-12f)
+                                                : 0;
     const bool precise = acc_off == 0 && in_off == 0;
     if (!precise) {
       ++imprecise;
-      printf("  cuBLAS precision probe: %lld elements not FP32 sums, %lld not TF32-rounded inputs\n", acc_off, in_off);
+      printf("  cuBLAS precision probe: %lld elements not FP32 sums, %lld not %s inputs\n", acc_off, in_off,
+             c.type == KT_F32 ? "FP32" : "TF32-rounded");
     }
 
     fill_typed<<<d.info.sm_count * 8, 256>>>(A, na * nb, c.type, kt_rng_next(&rng));
@@ -366,6 +559,7 @@ int main(int argc, char **argv)
 
   summary(results);
   plot(o, d, cases.size());
+  failed += f32_batches(o, d, ctx, h, flush, reps);
   printf("\n%zu cases, %d failed the check, %d compared against cuBLAS in another precision\n", cases.size(), failed,
          imprecise);
   printf("wrote %s/gemm.csv\n", o.out.c_str());
