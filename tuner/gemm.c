@@ -131,6 +131,17 @@ int kt_tune_gemm_reference(const kt_tune_gemm_case *cs, const float *A, long lon
   return 0;
 }
 
+/* Element i of a case's C (entries sc apart, rows ldc apart, M x N each)
+ * is padding: past N in its row, or past M rows in its entry. */
+static int c_padding(size_t i, long long sc, long long ldc, int M, int N)
+{
+  const long long w = (long long)(i % (size_t)sc);
+  return w / ldc >= M || w % ldc >= N;
+}
+
+/* The padding's own bits: a NaN whose payload no arithmetic makes. */
+#define C_GUARD_BITS 0x7fc5c0deu
+
 /* What runs a case's arguments once: a variant's launcher, or
  * kt_matmul_ex.  Nonzero, with out's reason said, where it failed. */
 typedef struct gemm_runner {
@@ -175,8 +186,14 @@ static void check_case(gemm_runner runner, int sm_count, void *pool, const kt_tu
     A[i] = (long long)(i % one_a) < ar * lda && (long long)(i % one_a) % lda < ac ? kt_tune_gemm_value(&r, type) : NAN;
   for (size_t i = 0; i < nbb; ++i)
     B[i] = (long long)(i % one_b) < br * ldb && (long long)(i % one_b) % ldb < bc ? kt_tune_gemm_value(&r, type) : NAN;
-  for (size_t i = 0; i < nc; ++i)
+  /* C's padding (3 floats a row, 4 after each entry) holds a NaN of its
+   * own, which the call must leave as it is. */
+  const uint32_t guard = C_GUARD_BITS;
+  for (size_t i = 0; i < nc; ++i) {
     C0[i] = cs->beta != 0.0f ? kt_rng_float(&r) : NAN;
+    if (c_padding(i, sc, ldc, M, N))
+      memcpy(&C0[i], &guard, sizeof guard);
+  }
   if (kt_measure_cuda_failed(out, cudaMalloc(&dA, na * es), "cudaMalloc") ||
       kt_measure_cuda_failed(out, cudaMalloc(&dB, nbb * es), "cudaMalloc") ||
       kt_measure_cuda_failed(out, cudaMalloc((void **)&dC, nc * 4), "cudaMalloc") ||
@@ -190,6 +207,15 @@ static void check_case(gemm_runner runner, int sm_count, void *pool, const kt_tu
       kt_measure_cuda_failed(out, cudaMemcpy(C, dC, nc * 4, cudaMemcpyDeviceToHost), "cudaMemcpy"))
     goto done;
   out->ok = 1;
+  for (size_t i = 0; i < nc && out->ok; ++i)
+    if (c_padding(i, sc, ldc, M, N) && memcmp(&C[i], &C0[i], sizeof C[i]) != 0) {
+      out->ok = 0;
+      out->worst = INFINITY;
+      snprintf(out->reason, sizeof out->reason,
+               "%s C[%lld](%lld, %lld), padding past %dx%d, was written (%g) at %dx%dx%d op %c%c batch %d%s",
+               kt_gemm_type_name(type), (long long)(i / sc), (long long)(i % sc / ldc), (long long)(i % sc % ldc), M, N,
+               C[i], M, N, K, "NT"[cs->op_a], "NT"[cs->op_b], nb, shared_name[cs->shared & 3]);
+    }
   for (int b = 0; b < nb && out->ok; ++b) {
     if (kt_tune_gemm_reference(cs, A + b * sa, lda, B + b * sb, ldb, ref, mag) != 0) {
       out->ok = 0;
