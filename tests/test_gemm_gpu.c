@@ -144,49 +144,72 @@ Test(gemm_gpu, matmul_ex_f32_nn_batch_with_a_shared_b_is_exact_fp32)
   kt_close(ctx);
 }
 
-/* KT_F32 with an op T: the op-T operands transposed into scratch, then
- * kt_matmul's tuned kernels (runtime/gemm.c), exact FP32 within the bound,
- * on odd shapes with NaN in every padding element and batches with A, B,
- * both or neither shared.  The last two cases hold an op-T A of 100000 rows,
- * whose scratch (256 MiB at most) takes 668 of K at a time: K 700 goes in
- * two panels, the second adding to C. */
-Test(gemm_gpu, matmul_ex_f32_with_an_op_t_multiplies_exactly_through_scratch)
+/* KT_F32 with an op T (runtime/gemm.c), exact FP32 within the bound, on
+ * odd shapes with NaN in every padding element, through kt_matmul_ex.  For
+ * each op pair with a T:
+ *   - one product: the op-T operands transposed into scratch, then
+ *     kt_matmul's tuned kernels;
+ *   - a batch whose entries each fill the GPU (a 128 x 128 tile for every
+ *     SM, K >= 256): the same, entry by entry, with A, B, both or neither
+ *     shared by the entries (a shared operand is transposed once);
+ *   - a batch of small entries: one launch of a CUDA-core tile.
+ * And op T, N and T, T with an op-T A of 100000 rows, whose scratch (256
+ * MiB at most) takes 668 of K at a time: K 700 goes in two panels, the
+ * second adding to C. */
+Test(gemm_gpu, matmul_ex_f32_with_an_op_t_multiplies_exactly)
 {
   kt_context *ctx;
   cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
   kt_rng r = {fresh_seed()};
-  for (int i = 0; i < 14; ++i) {
-    const int ops = 1 + i % 3, big = i >= 12;
-    const int M = big ? 100000 : 1 + (int)(kt_rng_next(&r) % 300), N = big ? 3 : 1 + (int)(kt_rng_next(&r) % 300),
-              K = big ? 700 : 1 + (int)(kt_rng_next(&r) % 600);
+  /* Tiles of 128 on a side that give every SM one: an odd size past them. */
+  int side = 1;
+  while (side * side < gpu.sm_count)
+    ++side;
+  for (int i = 0; i < 11; ++i) {
+    const int kind = i < 9 ? i / 3 : 3, ops = i < 9 ? 1 + i % 3 : 2 + i % 2; /* kind 3: the panels */
+    int M = 1 + (int)(kt_rng_next(&r) % 300), N = 1 + (int)(kt_rng_next(&r) % 300),
+        K = 1 + (int)(kt_rng_next(&r) % 600), batch = kind == 0 || kind == 3 ? 1 : 2 + (int)(kt_rng_next(&r) % 2);
+    if (kind == 1)
+      M = side * 128 - 3, N = side * 128 - 5, K = 256 + (int)(kt_rng_next(&r) % 40);
+    if (kind == 3)
+      M = 100000, N = 3, K = 700;
+    const int shared = kind == 0 || kind == 3 ? 0 : (int)(kt_rng_next(&r) % 4);
     const kt_tune_gemm_case cs =
-        kt_tune_gemm_case_of(KT_F32, big || ops >> 1, big ? i % 2 : ops & 1, M, N, K, big ? 1 : 1 + i % 3,
-                             (int)(kt_rng_next(&r) % 9), i % 4 ? 1.0f : -0.75f, i % 2 ? 0.5f : 0.0f, i % 4);
+        kt_tune_gemm_case_of(KT_F32, ops >> 1, ops & 1, M, N, K, batch, kind == 1 ? 0 : (int)(kt_rng_next(&r) % 9),
+                             i % 4 ? 1.0f : -0.75f, i % 2 ? 0.5f : 0.0f, shared);
     kt_check c;
     kt_tune_gemm_check_call(ctx, &cs, kt_rng_next(&r), &c);
-    cr_expect(c.ok, "op %c%c %dx%dx%d batch %d: %s", "NT"[cs.op_a], "NT"[cs.op_b], M, N, K, cs.batch, c.reason);
-    /* What ran, as kt_matmul_ex_choice says (stand-in pointers: it only
-     * reads their alignment). */
+    cr_expect(c.ok, "op %c%c %dx%dx%d batch %d shared %d: %s", "NT"[cs.op_a], "NT"[cs.op_b], M, N, K, batch, shared,
+              c.reason);
+    /* What ran, as kt_matmul_ex_choice says for the same shape, batch and
+     * sharing (stand-in pointers: it reads their alignment only). */
     const float *p = (const float *)(uintptr_t)4096;
+    const long long sa = (long long)M * K, sb = (long long)K * N;
     const kt_matmul_desc d = {.type = KT_F32,
                               .op_a = (kt_op)cs.op_a,
                               .op_b = (kt_op)cs.op_b,
                               .M = M,
                               .N = N,
                               .K = K,
+                              .batch = batch,
                               .A = p,
                               .lda = cs.op_a ? M : K,
+                              .stride_a = shared & 1 ? 0 : sa,
                               .B = p,
                               .ldb = cs.op_b ? K : N,
+                              .stride_b = shared & 2 ? 0 : sb,
                               .C = (float *)p,
-                              .ldc = N};
+                              .ldc = N,
+                              .stride_c = (long long)M * N};
     kt_choice ch;
     cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
-    cr_expect(strncmp(ch.variant, "matmul_", 7) == 0, "op %c%c %dx%dx%d ran %s", "NT"[cs.op_a], "NT"[cs.op_b], M, N, K,
-              ch.variant);
-    cr_expect(strstr(ch.reason, big ? "transposed into scratch first, in panels of 668 of K"
-                                    : "transposed into scratch first") != NULL,
-              "reason: %s", ch.reason);
+    const char *want = kind == 2 ? "gemm_simt_" : "matmul_";
+    cr_expect(strncmp(ch.variant, want, strlen(want)) == 0, "op %c%c %dx%dx%d batch %d ran %s", "NT"[cs.op_a],
+              "NT"[cs.op_b], M, N, K, batch, ch.variant);
+    if (kind != 2)
+      cr_expect(strstr(ch.reason, kind == 3 ? "transposed into scratch first, in panels of 668 of K"
+                                            : "transposed into scratch first") != NULL,
+                "reason: %s", ch.reason);
   }
   kt_close(ctx);
 }
