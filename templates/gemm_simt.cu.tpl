@@ -34,7 +34,7 @@ constexpr int BS = $(bs), BK = $(bk), TM = $(tm);
 constexpr int THREADS = $(threads), SIDE = BS / TM; // SIDE x SIDE threads
 constexpr int VW = TM < 4 ? TM : 4, RUNS = TM / VW, RUN_STRIDE = BS / RUNS;
 constexpr int PER = BS * BK / THREADS; // elements of each operand's slice a thread reads
-constexpr int LD = BS + 4;             // a staged row, padded: rows 16-byte aligned, stores off one bank
+constexpr int LD = BS + 4;             // a staged row, padded: rows 16-byte aligned, staged along K 4 banks apart
 static_assert(SIDE * SIDE == THREADS && BS * BK % THREADS == 0 && SIDE * VW == RUN_STRIDE, "tile shape");
 
 template <int W> struct vec;
@@ -158,21 +158,23 @@ $(name)(kt_gemm_args a, int tiles_n, int batch0)
     for (int q = 0; q < RUNS; ++q) {
       const int col = n0 + q * RUN_STRIDE + tx * VW;
       float *c = &C[row * a.ldc + col];
-      if (VW == 4 && col + 4 <= a.N && ((size_t)c & 15) == 0) {
-        const int j = q * VW;
-        float4 o = make_float4(a.alpha * acc[i][j], a.alpha * acc[i][j + 1], a.alpha * acc[i][j + 2],
-                               a.alpha * acc[i][j + 3]);
-        if (a.beta != 0.0f) { // beta == 0 must not read C
-          const float4 old = *(const float4 *)c;
-          o.x += a.beta * old.x, o.y += a.beta * old.y, o.z += a.beta * old.z, o.w += a.beta * old.w;
+      if constexpr (VW == 4) {
+        if (col + 4 <= a.N && ((size_t)c & 15) == 0) {
+          const int j = q * VW;
+          float4 o = make_float4(a.alpha * acc[i][j], a.alpha * acc[i][j + 1], a.alpha * acc[i][j + 2],
+                                 a.alpha * acc[i][j + 3]);
+          if (a.beta != 0.0f) { // beta == 0 must not read C
+            const float4 old = *(const float4 *)c;
+            o.x += a.beta * old.x, o.y += a.beta * old.y, o.z += a.beta * old.z, o.w += a.beta * old.w;
+          }
+          *(float4 *)c = o;
+          continue;
         }
-        *(float4 *)c = o;
-      } else {
-#pragma unroll
-        for (int j = 0; j < VW; ++j)
-          if (col + j < a.N)
-            c[j] = a.beta == 0.0f ? a.alpha * acc[i][q * VW + j] : a.alpha * acc[i][q * VW + j] + a.beta * c[j];
       }
+#pragma unroll
+      for (int j = 0; j < VW; ++j)
+        if (col + j < a.N)
+          c[j] = a.beta == 0.0f ? a.alpha * acc[i][q * VW + j] : a.alpha * acc[i][q * VW + j] + a.beta * c[j];
     }
   }
 }
