@@ -4,12 +4,15 @@
  * variants can serve a call, the problem key and the selection rule.
  *
  * kt_matmul_ex takes every input type, op, leading dimension, alignment and
- * batch.  KT_F32 with op N, N is kt_matmul, once per batch entry (the
- * matmul family's tuned FP32 kernels).  Everything else is this family's:
- * a wgmma variant of the call's type where the GPU is Hopper (sm_90; the
- * kernels are sm_90a machine code), which repacks what TMA cannot read in
- * place, or an mma.sync variant of the call's type (sm_80 on, any
- * alignment), else the CUDA-core fallback (algo simt), which serves all.
+ * batch.  KT_F32 (exact) is kt_matmul, the matmul family's tuned FP32
+ * kernels, for one product or a batch of entries that each fill the GPU
+ * (entry by entry, an op-T operand transposed into scratch first), and
+ * this family's CUDA-core kernel (algo simt) for a batch of smaller
+ * entries, in one launch (below: "FP32 batches").  The other types are
+ * this family's: a wgmma variant of the call's type where the GPU is
+ * Hopper (sm_90; the kernels are sm_90a machine code), which repacks what
+ * TMA cannot read in place, or an mma.sync variant of the call's type
+ * (sm_80 on, any alignment), else the CUDA-core kernel, which serves all.
  *
  * Selection: tuned problems are keyed by shape, input type and op pair
  * ("4096x4096x4096 bf16 nn"), each ranking the variants of its type timed
@@ -179,17 +182,17 @@ typedef struct geometry {
 
 static geometry *geometries;
 static pthread_once_t geometries_once = PTHREAD_ONCE_INIT;
-/* The registry's CUDA-core variants (untuned FP32 batches pick among them). */
-#define MAX_SIMT 8
-static int simt[MAX_SIMT], nsimt;
+/* The registry's CUDA-core variants, of every target (untuned FP32 batches
+ * pick among them); NULL without the memory, then the registry is scanned. */
+static int *simt, nsimt;
 
 static geometry parse_geometry(const kt_variant *v)
 {
-  /* The CUDA-core kernel: square tiles of BS, two blocks an SM at least
-   * (its launch bounds), neither split nor persistent. */
+  /* The CUDA-core kernel: square tiles of BS, the blocks an SM holds as
+   * its space estimates them, neither split nor persistent. */
   if (strcmp(v->algo, "simt") == 0) {
     const int bs = kt_variant_param_int(v, "bs", 0);
-    return (geometry){bs, bs, 2, 0, 0, 1, 0};
+    return (geometry){bs, bs, v->blocks_per_sm > 0 ? v->blocks_per_sm : 1, 0, 0, 1, 0};
   }
   return (geometry){kt_variant_param_int(v, "bm", 0),      kt_variant_param_int(v, "bn", 0),
                     kt_variant_param_int(v, "occ", 0),     kt_variant_param_int(v, "split", 0),
@@ -199,7 +202,8 @@ static geometry parse_geometry(const kt_variant *v)
 
 static void build_geometries(void)
 {
-  for (int i = 0; i < kt_registry_count && nsimt < MAX_SIMT; ++i)
+  simt = malloc((size_t)(kt_registry_count > 0 ? kt_registry_count : 1) * sizeof *simt);
+  for (int i = 0; simt && i < kt_registry_count; ++i)
     if (kt_registry[i].family == KT_FAMILY_GEMM && strcmp(kt_registry[i].algo, "simt") == 0)
       simt[nsimt++] = i;
   geometry *g = malloc((size_t)(kt_registry_count > 0 ? kt_registry_count : 1) * sizeof *g);
@@ -220,7 +224,7 @@ static geometry geometry_of(const kt_variant *v)
 }
 
 /* The model's cost of v on M x N x K x batch of `type` and ops, or 0 where
- * v has no such model (the CUDA-core fallback).  The Hopper TF32 kernel
+ * v has no such model.  The Hopper TF32 kernel
  * runs some op pairs as the transpose (kt_gemm_tf32_swaps), its tiles then
  * covering N x M. */
 static double cost(const kt_variant *v, const kt_device_info *d, int type, int op_a, int op_b, long long M,
@@ -331,10 +335,12 @@ static const kt_variant *f32_simt_pick(const kt_device_info *d, const kt_matmul_
   const kt_variant *best = NULL;
   double best_cost = INFINITY;
   pthread_once(&geometries_once, build_geometries);
-  for (int i = 0; i < nsimt; ++i) {
-    const kt_variant *v = &kt_registry[simt[i]];
+  for (int i = 0; i < (simt ? nsimt : kt_registry_count); ++i) {
+    const kt_variant *v = &kt_registry[simt ? simt[i] : i];
+    if (strcmp(v->algo, "simt") != 0 || !kt_gemm_serves(v, d, KT_F32))
+      continue;
     const int bs = geometry_of(v).bm, per_sm = kt_resident_blocks(v, d);
-    if (bs <= 0 || !kt_gemm_serves(v, d, KT_F32))
+    if (bs <= 0)
       continue;
     const double blocks = (double)((x->M + bs - 1) / bs) * (double)((x->N + bs - 1) / bs) * (double)x->batch;
     const double busiest =
@@ -346,9 +352,9 @@ static const kt_variant *f32_simt_pick(const kt_device_info *d, const kt_matmul_
   if (best && out) {
     char why[256];
     snprintf(why, sizeof why,
-             "untuned FP32 batch: one launch for all %lld entries on the CUDA cores, the tile of least modelled "
-             "time (no FP32 problem tuned)",
-             (long long)x->batch);
+             "untuned FP32: one launch for %lld entr%s on the CUDA cores, the tile of least modelled time (no "
+             "FP32 problem tuned)",
+             (long long)x->batch, x->batch == 1 ? "y" : "ies");
     kt_dispatch_fill_choice(out, best, NULL, why);
   }
   return best;
@@ -449,8 +455,9 @@ static int is_plain_f32(const kt_matmul_desc *x)
  * bytes an operand (kt_matmul stages B within the same limit); a longer K
  * is multiplied a panel at a time, each panel after the first adding to C
  * (beta 1), as kt_matmul's staging does.  Where a panel would be shallower
- * than T_MIN_PANEL (an op-T A of more than 512K rows), or the pool has no
- * room for the scratch, the call takes the fallback.  A batch runs entry by
+ * than T_MIN_PANEL (an op-T A of more than 512K rows, or B of more than
+ * 512K columns), or the pool has no room for the scratch, the call goes to
+ * the CUDA-core kernel instead, in one launch.  A batch runs entry by
  * entry, as op N, N does, through one scratch; an operand shared by every
  * entry (stride 0) and held in one panel is transposed once.
  */

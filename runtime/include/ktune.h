@@ -174,8 +174,9 @@ typedef struct kt_matmul_desc {
  * cores: one product, or a batch whose every entry fills the GPU by
  * itself, is kt_matmul entry by entry (an op-T operand transposed into
  * scratch first; a K longer than the scratch holds goes a panel of K at a
- * time, each adding to C); a batch of smaller entries runs in one launch
- * of a CUDA-core kernel of the tensor-core family.  The other types run on
+ * time, each adding to C); a batch of smaller entries (or a transpose for
+ * which the device's pool has no room) runs in one launch of a CUDA-core
+ * kernel of the tensor-core family.  The other types run on
  * tensor cores where the GPU has them (sm_80 on: mma.sync; Hopper: also
  * wgmma) and on the CUDA cores otherwise; every type, op, leading
  * dimension, alignment and batch is served.  Bad arguments are refused
