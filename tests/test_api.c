@@ -547,6 +547,36 @@ Test(api, matmul_ex_f32_batches_go_entry_by_entry_or_in_one_launch)
   }
 }
 
+/* KT_F32 with an op T: the transposed operand's scratch holds at most 256
+ * MiB (runtime/gemm.c), so a long K goes a panel at a time, and where a
+ * panel would be shallower than 128 the call goes to the CUDA cores. */
+Test(api, matmul_ex_f32_op_t_takes_scratch_in_panels_or_the_cuda_cores)
+{
+  static const struct {
+    kt_op op_a, op_b;
+    int64_t m, n;
+    const char *reason; /* how it starts */
+  } calls[] = {
+      {KT_OP_T, KT_OP_N, 100000, 3, "op T: A transposed into scratch first, in panels of 668 of K; "},
+      {KT_OP_N, KT_OP_T, 3, 100000, "op T: B transposed into scratch first, in panels of 671 of K; "},
+      {KT_OP_T, KT_OP_T, 100000, 300000, "op T: A and B transposed into scratch first, in panels of 223 of K; "},
+      {KT_OP_T, KT_OP_N, 3, 5, "op T: A transposed into scratch first; "},
+      {KT_OP_N, KT_OP_T, 4, 600000, "untuned FP32: one launch for 1 entry on the CUDA cores"}, /* 111 deep */
+      {KT_OP_T, KT_OP_N, 600000, 4, "untuned FP32: one launch for 1 entry on the CUDA cores"},
+  };
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
+    kt_matmul_desc d = ex_desc();
+    d.type = KT_F32, d.op_a = calls[i].op_a, d.op_b = calls[i].op_b;
+    d.M = calls[i].m, d.N = calls[i].n, d.K = 700;
+    d.lda = d.op_a == KT_OP_T ? d.M : d.K, d.ldb = d.op_b == KT_OP_T ? d.K : d.N, d.ldc = d.N;
+    kt_choice ch;
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_expect_eq(strncmp(ch.reason, calls[i].reason, strlen(calls[i].reason)), 0, "%lldx%lldx700: %s", (long long)d.M,
+                 (long long)d.N, ch.reason);
+    cr_expect_eq(strncmp(ch.variant, i < 4 ? "matmul_" : "gemm_simt_", i < 4 ? 7 : 10), 0, "%s", ch.variant);
+  }
+}
+
 Test(api, matmul_ex_choice_names_a_variant_for_the_type)
 {
   /* F32 N, N is kt_matmul's choice, and F32 with an op T kt_matmul's
