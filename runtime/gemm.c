@@ -324,7 +324,7 @@ static int f32_entrywise(const kt_matmul_desc *x, const kt_device_info *d)
  * the model's pick reached 0.95 and 0.97 of the fastest tile's speed
  * (geometric means over two seeded suites of 40 random batches, every
  * tile timed), where "the largest tile whose blocks fill every SM" reached
- * 0.75 and 0.76 (bench/reference/gemm_tiles/README.md, "FP32 batches"). */
+ * 0.75 and 0.76 (bench/reference/gemm_tiles/README.md, "Exact FP32"). */
 static double simt_rate(int bs)
 {
   return bs >= 128 ? 1.0 : bs >= 64 ? 0.85 : bs >= 32 ? 0.52 : 0.2;
