@@ -340,13 +340,11 @@ int kt_context_device_pointer(kt_context *c, const void *p)
 
 /* ---- launching ------------------------------------------------------- */
 
-/* v's launch on the context's device; where p holds a race's sample slot
- * (online.c), timed by its events, made and recorded with that device
- * current, and handed back to the race either way (a failed record, not
- * sticky, only costs the sample). */
 /* fn(args, stream) on the context's device (made current for the call and
  * restored after it), named `what` in the log if it fails; where p holds a
- * race's slot, timed by its events and handed back to the race. */
+ * race's sample slot (online.c), timed by its events, made and recorded
+ * with that device current, and handed back to the race either way (a
+ * failed record, not sticky, only costs the sample). */
 static int run(const kt_context *c, const char *what, kt_launch_fn fn, const void *args, kt_stream stream,
                kt_race_pick *p)
 {
