@@ -227,6 +227,8 @@ Test(tune_matmul, bad_shapes_are_errors)
   cr_expect_eq(problems("matmul", "64x32x0", NULL, NULL, p, 8), -1);
   cr_expect_eq(problems("matmul", "64x32x16x8", NULL, NULL, p, 8), -1);
   cr_expect_eq(problems("matmul", "64x32x16,,1x1x1", NULL, NULL, p, 8), -1);
+  cr_expect_eq(problems("matmul", "64x32x16,", NULL, NULL, p, 8), -1); /* a trailing comma */
+  cr_expect_eq(problems("matmul", ",", NULL, NULL, p, 8), -1);
   cr_expect_eq(problems("matmul", "4294967296x1x1", NULL, NULL, p, 8), -1);
   cr_expect_eq(problems("matmul", "1x1x1,2x2x2,3x3x3", NULL, NULL, p, 2), -1);
 }
@@ -373,6 +375,8 @@ Test(tune_hist, bad_bins_counts_and_distributions_are_errors)
   cr_expect_eq(problems("hist", "256", "4294967296", NULL, p, 8), -1);
   cr_expect_eq(problems("hist", "256", "1e6", NULL, p, 8), -1);
   cr_expect_eq(problems("hist", "256", NULL, "zipf", p, 8), -1);
+  cr_expect_eq(problems("hist", "256,", NULL, NULL, p, 8), -1);
+  cr_expect_eq(problems("hist", "256", NULL, "uniform,", p, 8), -1);
   cr_expect_eq(problems("hist", "256,512", NULL, "uniform,skewed", p, 3), -1);
 }
 

@@ -157,7 +157,10 @@ static inline int kt_tune_family_item(const char **list, char *buf, size_t len)
     return -1;
   memcpy(buf, *list, n);
   buf[n] = 0;
-  *list = end ? end + 1 : NULL;
+  /* After a comma comes one more item, an empty one where nothing follows
+   * (the caller refuses it, as it does the one between two commas): a
+   * trailing comma is a mistake, not the end of the list. */
+  *list = !end ? NULL : end[1] ? end + 1 : n ? end : NULL;
   return 1;
 }
 
