@@ -283,10 +283,10 @@ $(REGISTRY_OBJ) $(KERNEL_REGS_OBJ):
 
 # Their entry points are visible (KT_RUNTIME_KERNEL): libktune.so exports
 # them for the CLI (REGISTRY_SYMBOLS), whose runtime objects call them.
-build/obj/runtime/%.o: runtime/%.cu runtime/kt_transpose.h
+build/obj/runtime/%.o: runtime/%.cu runtime/kt_transpose.h templates/gemm_common.cuh
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -c $< -o $@
+	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -c $< -o $@
 
 build/obj/%.o: %.c generated/registry.h
 	$(call say,CC,$<)

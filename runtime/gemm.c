@@ -507,8 +507,7 @@ static int f32_transpose(const kt_context *c, const kt_matmul_desc *x, int b_sid
                          .rows = b_side ? x->N : kk,
                          .cols = b_side ? kk : x->M,
                          .dst = dst,
-                         .ldd = ldd,
-                         .sm_count = kt_context_device(c)->sm_count};
+                         .ldd = ldd};
   return kt_context_run(c, "transpose", kt_transpose_f32, &t, stream);
 }
 

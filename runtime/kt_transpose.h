@@ -19,16 +19,14 @@ extern "C" {
 #define KT_RUNTIME_KERNEL __attribute__((visibility("default")))
 
 /* dst[c * ldd + r] = src[r * lds + c] for r < rows, c < cols: src is rows x
- * cols (row stride lds), dst cols x rows (row stride ldd >= rows).  Each
- * row of dst is also zeroed from rows up to ldd or the next multiple of 4,
- * whichever is less, so that a reader of 16 bytes at a time finds nothing
- * undefined there. */
+ * cols (row stride lds), dst cols x rows (row stride ldd >= rows, at most
+ * INT_MAX, as cols).  Each row of dst is also zeroed from rows up to ldd,
+ * so that a reader of 16 bytes at a time finds nothing undefined there. */
 typedef struct kt_transpose_args {
   const float *src;
   long long lds, rows, cols;
   float *dst;
   long long ldd;
-  int sm_count;
 } kt_transpose_args;
 
 KT_RUNTIME_KERNEL int kt_transpose_f32(const void *args, cudaStream_t stream);
