@@ -188,12 +188,13 @@ static int *simt, nsimt;
 
 static geometry parse_geometry(const kt_variant *v)
 {
-  /* The CUDA-core kernel: square tiles of BS, the blocks an SM holds as
-   * its space estimates them, neither split nor persistent. */
-  if (strcmp(v->algo, "simt") == 0) {
-    const int bs = kt_variant_param_int(v, "bs", 0);
-    return (geometry){bs, bs, v->blocks_per_sm > 0 ? v->blocks_per_sm : 1, 0, 0, 1, 0};
-  }
+  /* The CUDA-core kernel: the blocks an SM holds as its space estimates
+   * them, neither split nor persistent. */
+  if (strcmp(v->algo, "simt") == 0)
+    return (geometry){.bm = kt_variant_param_int(v, "bm", 0),
+                      .bn = kt_variant_param_int(v, "bn", 0),
+                      .occ = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1,
+                      .cluster = 1};
   return (geometry){kt_variant_param_int(v, "bm", 0),      kt_variant_param_int(v, "bn", 0),
                     kt_variant_param_int(v, "occ", 0),     kt_variant_param_int(v, "split", 0),
                     kt_variant_param_int(v, "persist", 0), v->cluster > 1 ? v->cluster : 1,
@@ -300,7 +301,7 @@ static int serves_call(const kt_variant *v, const kt_device_info *d, const void 
  * Untuned (no FP32 problem of this family in the database: `make tune`
  * tunes none), the CUDA-core tile is the one of least modelled time: the
  * blocks on the busiest SM (at least SIMT_SAT of those it holds, which
- * keep it busy) times a block's padded multiply-adds (BS^2 K) over its
+ * keep it busy) times a block's padded multiply-adds (BM BN K) over its
  * tile's rate (simt_rate).  Where M or N is far below a tile, the padding
  * decides; where the batch holds few blocks, the waves.  Tuned, the
  * family's rule (the nearest tuned FP32 problem, re-ranked by the cost
@@ -316,18 +317,22 @@ static int f32_entrywise(const kt_matmul_desc *x, const kt_device_info *d)
   return x->batch == 1 || (tiles >= F32_ENTRY_TILES * d->sm_count && x->K >= F32_ENTRY_MIN_K);
 }
 
-/* Multiply-adds per unit time of a CUDA-core tile of BS at full
- * occupancy, relative to BS 128's: what each took on a batch whose blocks
- * fill the GPU with no padding (H100, session 50: 1024 x 1024 x 256, 16
- * entries; 282 us at BS 128, 333 at 64, 540 at 32, 1380 at 16).  Larger
- * tiles read each staged element more times from registers.  With these,
- * the model's pick reached 0.95 and 0.97 of the fastest tile's speed
- * (geometric means over two seeded suites of 40 random batches, every
- * tile timed), where "the largest tile whose blocks fill every SM" reached
- * 0.75 and 0.76 (bench/reference/gemm_tiles/README.md, "Exact FP32"). */
-static double simt_rate(int bs)
+/* Multiply-adds per unit time of a CUDA-core tile at full occupancy,
+ * relative to 128 x 128's, by its outputs a thread (256 threads a block):
+ * what each square tile took on a batch whose blocks fill the GPU with no
+ * padding (H100, session 50: 1024 x 1024 x 256, 16 entries; 282 us at
+ * 128 x 128, 333 at 64 x 64, 540 at 32 x 32, 1380 at 16 x 16).  A thread
+ * with more outputs reads each staged element more times from registers.
+ * With these, the model's pick reached 0.95 and 0.97 of the fastest
+ * square tile's speed (geometric means over two seeded suites of 40
+ * random batches, every tile timed), where "the largest tile whose blocks
+ * fill every SM" reached 0.75 and 0.76 (bench/reference/gemm_tiles/
+ * README.md, "Exact FP32").  The flat tiles take the rate of the square
+ * tile with as many outputs a thread (8: between 4 and 16). */
+static double simt_rate(int bm, int bn)
 {
-  return bs >= 128 ? 1.0 : bs >= 64 ? 0.85 : bs >= 32 ? 0.52 : 0.2;
+  const int outputs = bm * bn / 256;
+  return outputs >= 64 ? 1.0 : outputs >= 16 ? 0.85 : outputs >= 8 ? 0.7 : outputs >= 4 ? 0.52 : 0.2;
 }
 
 static const kt_variant *f32_simt_pick(const kt_device_info *d, const kt_matmul_desc *x, kt_choice *out)
@@ -339,13 +344,14 @@ static const kt_variant *f32_simt_pick(const kt_device_info *d, const kt_matmul_
     const kt_variant *v = &kt_registry[simt ? simt[i] : i];
     if (strcmp(v->algo, "simt") != 0 || !kt_gemm_serves(v, d, KT_F32))
       continue;
-    const int bs = geometry_of(v).bm, per_sm = kt_resident_blocks(v, d);
-    if (bs <= 0)
+    const geometry g = geometry_of(v);
+    const int bm = g.bm, bn = g.bn, per_sm = kt_resident_blocks(v, d);
+    if (bm <= 0 || bn <= 0)
       continue;
-    const double blocks = (double)((x->M + bs - 1) / bs) * (double)((x->N + bs - 1) / bs) * (double)x->batch;
+    const double blocks = (double)((x->M + bm - 1) / bm) * (double)((x->N + bn - 1) / bn) * (double)x->batch;
     const double busiest =
         fmax(ceil(blocks / (d->sm_count > 0 ? d->sm_count : 1)), SIMT_SAT * (per_sm > 0 ? per_sm : 1));
-    const double cost = busiest * bs * bs * (double)x->K / simt_rate(bs);
+    const double cost = busiest * bm * bn * (double)x->K / simt_rate(bm, bn);
     if (cost < best_cost)
       best = v, best_cost = cost;
   }

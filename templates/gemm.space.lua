@@ -12,6 +12,12 @@ local function H100(reason)
   return "H100 (bench/reference/gemm_tiles/README.md): " .. reason
 end
 
+-- The CUDA-core kernel's tiles (simt), as short x long side.
+local FLAT_TILES = {
+  ["16x16"] = true, ["32x32"] = true, ["64x64"] = true, ["128x128"] = true,
+  ["4x256"] = true, ["8x128"] = true, ["16x128"] = true, ["32x128"] = true,
+}
+
 local TYPES = {
   -- ptx: wgmma's operand type; tma: the tensor map's element type;
   -- es: bytes per element; ki: K of one wgmma instruction (32 bytes).
@@ -30,7 +36,7 @@ return {
                "gemm_wgmma_tf32_128x256_wg2_s4_g8_o1_k1_p1_c1",
                -- before sm_90: mma.sync
                "gemm_mma_bf16_128x128x32_wp2x2_s3_g8", "gemm_mma_f16_128x128x32_wp2x2_s3_g8",
-               "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_bs64" },
+               "gemm_mma_tf32_128x128x16_wp2x2_s4_g8", "gemm_simt_64x64" },
 
   kernels = {
     {
@@ -203,27 +209,41 @@ return {
       doc = "the CUDA cores: the Programming Guide's tiled kernel, register-tiled, over any type, op, " ..
         "alignment and batch, FP32 FMA (exact FP32 batches, and every type before sm_80)",
       params = {
-        { "bs", { 16, 32, 64, 128 }, "BLOCK_SIZE: edge of the square tile of C a block of 256 threads computes, " ..
-          "each thread (BS / 16)^2 of it (16: the Guide's one output per thread)", tag = "bs" },
+        { "bm", { 4, 8, 16, 32, 64, 128, 256 }, "BM: rows of C per block", tag = "" },
+        { "bn", { 4, 8, 16, 32, 64, 128, 256 }, "BN: columns of C per block (16x16: the Guide's tile, one " ..
+          "output per thread)", join = "x" },
+      },
+      constraints = {
+        { "a square tile of 16 to 128, or a flat one for entries of a few rows (or columns), which a square " ..
+          "tile would mostly pad: 4x256, 8x128, 16x128, 32x128 or their transposes",
+          function(v) return FLAT_TILES[math.min(v.bm, v.bn) .. "x" .. math.max(v.bm, v.bn)] end },
       },
       derive = function(v, t)
         v.threads = 256
-        v.tm = v.bs // 16
-        -- K per staged slice: 4 elements of each operand a thread, so
-        -- that each thread has 8 loads in flight.  With one of each (BS 16,
-        -- BK 16) the small tiles' batches read at 600-800 GB/s, bound by
-        -- the loads in flight (H100, session 50).
-        v.bk = 4 * v.threads // v.bs
-        -- Blocks an SM at least (launch bounds): two, so that one
-        -- multiplies while the other waits at its barrier (BS 128 then fits
-        -- its 64 accumulators in 128 registers a thread); four of the small
-        -- tiles (64 registers), whose loads in flight set their speed.
-        v.min_blocks = v.bs >= 64 and 2 or 4
-        v.smem_static = 2 * 2 * v.bk * (v.bs + 4) * 4
+        -- A thread's TM x TN outputs: the square tiles' (BS / 16)^2; a flat
+        -- tile's short side a row (or column) a thread, 4 to 8 of the long.
+        local short, long = math.min(v.bm, v.bn), math.max(v.bm, v.bn)
+        local across = v.bm == v.bn and v.bm // 16 or math.max(1, short // 16)
+        local along = v.bm == v.bn and across or long * short // (v.threads * across)
+        v.tm, v.tn = v.bm <= v.bn and across or along, v.bm <= v.bn and along or across
+        -- K per staged slice.  Square tiles: 4 elements of each operand a
+        -- thread, so that each thread has 8 loads in flight.  With one of
+        -- each (BS 16, BK 16) the small tiles' batches read at 600-800
+        -- GB/s, bound by the loads in flight (H100, session 50).  Flat
+        -- tiles: 8 of the long side's operand a thread (the short side's
+        -- slice is smaller than the block, so some threads read none).
+        v.bk = v.bm == v.bn and 4 * v.threads // v.bm or 8 * v.threads // long
+        -- Blocks an SM at least (launch bounds): two for 16 outputs a
+        -- thread or more, so that one multiplies while the other waits at
+        -- its barrier (128x128 then fits its 64 accumulators in 128
+        -- registers a thread); four otherwise (64 registers), whose loads
+        -- in flight set their speed.
+        v.min_blocks = v.tm * v.tn >= 16 and 2 or 4
+        v.smem_static = 2 * v.bk * (v.bm + 4 + v.bn + 4) * 4
         v.smem_dynamic = 0
         v.cluster, v.min_cc, v.align = 1, 0, 1
         -- Registers: the accumulators, a k step's two fragments, ~40 more.
-        local regs = v.tm * v.tm + 2 * v.tm + 40
+        local regs = v.tm * v.tn + v.tm + v.tn + 40
         v.blocks_per_sm = math.max(1, math.min(32, t.max_threads_per_sm // v.threads,
           t.regs_per_sm // (regs * v.threads), t.smem_per_sm // v.smem_static))
       end,

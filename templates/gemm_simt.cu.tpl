@@ -7,11 +7,16 @@
 
 /*
  * The Programming Guide's shared-memory tiled multiply, register-tiled:
- * each block of 256 threads computes one BS x BS tile of C for one batch
- * entry, each thread a TM x TM block of it, staging BK-deep slices of
- * op(A) and op(B) in shared memory.  At BS 16 (TM 1) it is the Guide's
- * kernel; larger tiles read each staged element TM times from registers
- * instead of once from shared memory, which is what bounds the Guide's.
+ * each block of 256 threads computes one BM x BN tile of C for one batch
+ * entry, each thread a TM x TN block of it, staging BK-deep slices of
+ * op(A) and op(B) in shared memory.  At 16 x 16 (TM = TN = 1) it is the
+ * Guide's kernel; larger thread tiles read each staged element TM (or TN)
+ * times from registers instead of once from shared memory, which is what
+ * bounds the Guide's.  The flat tiles (a few rows by 128 or 256 columns,
+ * or the transpose) serve entries with a few rows or columns, which a
+ * square tile would mostly pad: on a batch of 1 x 474 x 857 products a
+ * 32 x 32 tile spends 31 of every 32 multiply-adds on padding, and its
+ * instructions, not the memory, then set its speed.
  *
  * Elements are read one at a time through gemm_load, which widens the
  * 16-bit types exactly and rounds TF32 as the tensor cores' callers
@@ -23,19 +28,28 @@
  * registers while the current one is multiplied, and stored into the
  * other of two shared buffers: one barrier a slice.
  *
- * A thread's rows (and columns) are TM / VW runs of VW apart by BS / (TM
- * / VW), VW = min(TM, 4): its reads of a staged row are VW-wide vectors
- * that the warp's lanes take side by side, free of bank conflicts.  It
- * serves every call; the gemm family's tensor-core kernels are faster
- * where they serve, and kt_matmul where an FP32 product is large
- * (runtime/gemm.c).
+ * A thread's rows are TM / VM runs of VM apart by BM / (TM / VM), VM =
+ * min(TM, 4), and its columns likewise: its reads of a staged row are
+ * vectors of up to 4 that the warp's lanes take side by side (or the
+ * same one, broadcast), free of bank conflicts.  It serves every call;
+ * the gemm family's tensor-core kernels are faster where they serve, and
+ * kt_matmul where an FP32 product is large (runtime/gemm.c).
  */
-constexpr int BS = $(bs), BK = $(bk), TM = $(tm);
-constexpr int THREADS = $(threads), SIDE = BS / TM; // SIDE x SIDE threads
-constexpr int VW = TM < 4 ? TM : 4, RUNS = TM / VW, RUN_STRIDE = BS / RUNS;
-constexpr int PER = BS * BK / THREADS; // elements of each operand's slice a thread reads
-constexpr int LD = BS + 4;             // a staged row, padded: rows 16-byte aligned, staged along K 4 banks apart
-static_assert(SIDE * SIDE == THREADS && BS * BK % THREADS == 0 && SIDE * VW == RUN_STRIDE, "tile shape");
+constexpr int BM = $(bm), BN = $(bn), BK = $(bk), TM = $(tm), TN = $(tn);
+constexpr int THREADS = $(threads), SIDE_N = BN / TN; // (BM / TM) x SIDE_N threads
+constexpr int VM = TM < 4 ? TM : 4, RUNS_M = TM / VM, RUN_STRIDE_M = BM / RUNS_M;
+constexpr int VN = TN < 4 ? TN : 4, RUNS_N = TN / VN, RUN_STRIDE_N = BN / RUNS_N;
+static_assert((BM / TM) * SIDE_N == THREADS && THREADS % BK == 0 && THREADS % BM == 0 && THREADS % BN == 0,
+              "tile shape");
+
+// Elements of a BM x BK or BN x BK slice that each thread reads: at least
+// one, though then only the first rows x BK threads read.
+template <int ROWS> struct slice {
+  static constexpr int elems = ROWS * BK;
+  static constexpr int per = elems < THREADS ? 1 : elems / THREADS;
+  static_assert(elems < THREADS || elems % THREADS == 0, "slice shape");
+};
+constexpr int PER_A = slice<BM>::per, PER_B = slice<BN>::per;
 
 template <int W> struct vec;
 template <> struct vec<1> { using t = float; };
@@ -56,24 +70,28 @@ template <int W> static __device__ __forceinline__ void load_vec(const float *p,
   }
 }
 
-// How a thread walks one operand's slices.  Its i-th element of a slice
-// (e = t + i THREADS of BS x BK) is taken along K first where the operand
-// is stored K-contiguous (k = e % BK: the same k for every i, as THREADS
-// is a multiple of BK), else along the row (r = e % BS, the same r).  So
-// its elements lie STEP_I apart in memory, and a slice BK further on is
-// STEP_K further.
+// How a thread walks one operand's slices (ROWS x BK of them).  Its i-th
+// element of a slice (e = t + i THREADS) is taken along K first where the
+// operand is stored K-contiguous (k = e % BK: the same k for every i, as
+// THREADS is a multiple of BK), else along the row (r = e % ROWS, the
+// same r).  So its elements lie STEP_I apart in memory, and a slice BK
+// further on is STEP_K further.  `reads`: whether this thread reads at
+// all (a slice of fewer elements than threads).
 struct walk {
   long long at, step_i, step_k; // element offsets: this slice's first element, per i, per slice
   int r0, dr, k0, dk;           // its i-th element: row r0 + i dr of the tile, k k0 + i dk of the slice
+  bool reads;
 };
 
+template <int ROWS>
 static __device__ __forceinline__ walk walk_of(int t, bool k_contiguous, long long row0, long long ld)
 {
   walk w;
   if (k_contiguous)
     w.r0 = t / BK, w.dr = THREADS / BK, w.k0 = t % BK, w.dk = 0;
   else
-    w.r0 = t % BS, w.dr = 0, w.k0 = t / BS, w.dk = THREADS / BS;
+    w.r0 = t % ROWS, w.dr = 0, w.k0 = t / ROWS, w.dk = THREADS / ROWS;
+  w.reads = t < slice<ROWS>::elems;
   w.at = k_contiguous ? (row0 + w.r0) * ld + w.k0 : w.k0 * ld + row0 + w.r0;
   w.step_i = k_contiguous ? w.dr * ld : w.dk * ld;
   w.step_k = k_contiguous ? BK : BK * ld;
@@ -83,42 +101,49 @@ static __device__ __forceinline__ walk walk_of(int t, bool k_contiguous, long lo
 extern "C" __global__ void __launch_bounds__(THREADS, $(min_blocks))
 $(name)(kt_gemm_args a, int tiles_n, int batch0)
 {
-  __shared__ __align__(16) float As[2][BK][LD]; // As[.][k][m]: op(A)(m0 + m, k0 + k)
-  __shared__ __align__(16) float Bs[2][BK][LD]; // Bs[.][k][n]: op(B)(k0 + k, n0 + n)
+  __shared__ __align__(16) float As[2][BK][BM + 4]; // As[.][k][m]: op(A)(m0 + m, k0 + k); rows 16-byte aligned
+  __shared__ __align__(16) float Bs[2][BK][BN + 4]; // Bs[.][k][n]: op(B)(k0 + k, n0 + n)
   const long long b = batch0 + blockIdx.y;
   const int es = a.type == KT_GEMM_BF16 || a.type == KT_GEMM_F16 ? 2 : 4;
   const char *A = (const char *)a.A + b * a.stride_a * es, *B = (const char *)a.B + b * a.stride_b * es;
   float *C = a.C + b * a.stride_c;
-  const int m0 = blockIdx.x / tiles_n * BS, n0 = blockIdx.x % tiles_n * BS;
-  const int t = threadIdx.x, tx = t % SIDE, ty = t / SIDE;
+  const int m0 = blockIdx.x / tiles_n * BM, n0 = blockIdx.x % tiles_n * BN;
+  const int t = threadIdx.x, tx = t % SIDE_N, ty = t / SIDE_N;
   const bool a_kc = a.op_a == KT_GEMM_OP_N, b_kc = a.op_b == KT_GEMM_OP_T; // stored with K contiguous
 
-  const walk wa = walk_of(t, a_kc, m0, a.lda), wb = walk_of(t, b_kc, n0, a.ldb);
+  const walk wa = walk_of<BM>(t, a_kc, m0, a.lda), wb = walk_of<BN>(t, b_kc, n0, a.ldb);
   long long at_a = wa.at, at_b = wb.at;
-  float ra[PER], rb[PER];
+  float ra[PER_A], rb[PER_B];
   // Slice k0 of both operands into registers, zeros past M, N and K.
   auto fetch = [&](int k0) {
 #pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      const int ka = k0 + wa.k0 + i * wa.dk, kb = k0 + wb.k0 + i * wb.dk;
-      ra[i] = m0 + wa.r0 + i * wa.dr < a.M && ka < a.K ? gemm_load(A, at_a + i * wa.step_i, a.type) : 0.0f;
-      rb[i] = n0 + wb.r0 + i * wb.dr < a.N && kb < a.K ? gemm_load(B, at_b + i * wb.step_i, a.type) : 0.0f;
+    for (int i = 0; i < PER_A; ++i) {
+      const int ka = k0 + wa.k0 + i * wa.dk;
+      ra[i] = wa.reads && m0 + wa.r0 + i * wa.dr < a.M && ka < a.K ? gemm_load(A, at_a + i * wa.step_i, a.type) : 0.0f;
+    }
+#pragma unroll
+    for (int i = 0; i < PER_B; ++i) {
+      const int kb = k0 + wb.k0 + i * wb.dk;
+      rb[i] = wb.reads && n0 + wb.r0 + i * wb.dr < a.N && kb < a.K ? gemm_load(B, at_b + i * wb.step_i, a.type) : 0.0f;
     }
     at_a += wa.step_k, at_b += wb.step_k;
   };
   auto stage = [&](int buf) {
+    if (wa.reads)
 #pragma unroll
-    for (int i = 0; i < PER; ++i) {
-      As[buf][wa.k0 + i * wa.dk][wa.r0 + i * wa.dr] = ra[i];
-      Bs[buf][wb.k0 + i * wb.dk][wb.r0 + i * wb.dr] = rb[i];
-    }
+      for (int i = 0; i < PER_A; ++i)
+        As[buf][wa.k0 + i * wa.dk][wa.r0 + i * wa.dr] = ra[i];
+    if (wb.reads)
+#pragma unroll
+      for (int i = 0; i < PER_B; ++i)
+        Bs[buf][wb.k0 + i * wb.dk][wb.r0 + i * wb.dr] = rb[i];
   };
 
-  float acc[TM][TM];
+  float acc[TM][TN];
 #pragma unroll
   for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int j = 0; j < TM; ++j)
+    for (int j = 0; j < TN; ++j)
       acc[i][j] = 0.0f;
 
   fetch(0);
@@ -130,16 +155,17 @@ $(name)(kt_gemm_args a, int tiles_n, int batch0)
       fetch(k0 + BK); // in flight while this slice is multiplied
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      float x[TM], y[TM];
+      float x[TM], y[TN];
 #pragma unroll
-      for (int q = 0; q < RUNS; ++q) {
-        load_vec<VW>(&As[buf][k][q * RUN_STRIDE + ty * VW], x + q * VW);
-        load_vec<VW>(&Bs[buf][k][q * RUN_STRIDE + tx * VW], y + q * VW);
-      }
+      for (int q = 0; q < RUNS_M; ++q)
+        load_vec<VM>(&As[buf][k][q * RUN_STRIDE_M + ty * VM], x + q * VM);
+#pragma unroll
+      for (int q = 0; q < RUNS_N; ++q)
+        load_vec<VN>(&Bs[buf][k][q * RUN_STRIDE_N + tx * VN], y + q * VN);
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TM; ++j)
+        for (int j = 0; j < TN; ++j)
           acc[i][j] = fmaf(x[i], y[j], acc[i][j]);
     }
     if (more)
@@ -147,20 +173,20 @@ $(name)(kt_gemm_args a, int tiles_n, int batch0)
     __syncthreads();
   }
 
-  // C, a run of VW columns at a time: one 16-byte store where the run is
+  // C, a run of VN columns at a time: one 16-byte store where the run is
   // whole and 16-byte aligned, else a float at a time.
 #pragma unroll
   for (int i = 0; i < TM; ++i) {
-    const long long row = m0 + i / VW * RUN_STRIDE + ty * VW + i % VW;
+    const long long row = m0 + i / VM * RUN_STRIDE_M + ty * VM + i % VM;
     if (row >= a.M)
       continue;
 #pragma unroll
-    for (int q = 0; q < RUNS; ++q) {
-      const int col = n0 + q * RUN_STRIDE + tx * VW;
+    for (int q = 0; q < RUNS_N; ++q) {
+      const int col = n0 + q * RUN_STRIDE_N + tx * VN;
       float *c = &C[row * a.ldc + col];
-      if constexpr (VW == 4) {
+      if constexpr (VN == 4) {
         if (col + 4 <= a.N && ((size_t)c & 15) == 0) {
-          const int j = q * VW;
+          const int j = q * VN;
           float4 o = make_float4(a.alpha * acc[i][j], a.alpha * acc[i][j + 1], a.alpha * acc[i][j + 2],
                                  a.alpha * acc[i][j + 3]);
           if (a.beta != 0.0f) { // beta == 0 must not read C
@@ -172,9 +198,9 @@ $(name)(kt_gemm_args a, int tiles_n, int batch0)
         }
       }
 #pragma unroll
-      for (int j = 0; j < VW; ++j)
+      for (int j = 0; j < VN; ++j)
         if (col + j < a.N)
-          c[j] = a.beta == 0.0f ? a.alpha * acc[i][q * VW + j] : a.alpha * acc[i][q * VW + j] + a.beta * c[j];
+          c[j] = a.beta == 0.0f ? a.alpha * acc[i][q * VN + j] : a.alpha * acc[i][q * VN + j] + a.beta * c[j];
     }
   }
 }
@@ -182,7 +208,7 @@ $(name)(kt_gemm_args a, int tiles_n, int batch0)
 extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
 {
   const kt_gemm_args *a = (const kt_gemm_args *)args;
-  const long long tiles_m = (a->M + BS - 1) / BS, tiles_n = (a->N + BS - 1) / BS;
+  const long long tiles_m = (a->M + BM - 1) / BM, tiles_n = (a->N + BN - 1) / BN;
   if (tiles_m * tiles_n > 0x7fffffffLL)
     return (int)cudaErrorInvalidConfiguration;
   cudaError_t err = cudaSuccess;

@@ -513,7 +513,8 @@ Test(api, matmul_ex_pointers_aligned_to_their_type)
 
 /* KT_F32 batches (runtime/gemm.c): entries that each fill the GPU go to
  * kt_matmul entry by entry; smaller ones to one launch of a CUDA-core tile,
- * the padding deciding which (this device: 132 SMs, nothing tuned). */
+ * the padding deciding which, square or flat (this device: 132 SMs,
+ * nothing tuned). */
 Test(api, matmul_ex_f32_batches_go_entry_by_entry_or_in_one_launch)
 {
   kt_choice ch, mm;
@@ -525,15 +526,17 @@ Test(api, matmul_ex_f32_batches_go_entry_by_entry_or_in_one_launch)
   cr_assert_str_eq(ch.variant, mm.variant, "%s", ch.reason);
   d.K = 128, d.lda = 128, d.stride_a = 4096 * 128, d.stride_b = 128 * 4096; /* each fills the GPU, K too short */
   cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
-  cr_assert_str_eq(ch.variant, "gemm_simt_bs128", "%s", ch.reason);
+  cr_assert_str_eq(ch.variant, "gemm_simt_128x128", "%s", ch.reason);
   cr_assert_not_null(strstr(ch.reason, "one launch for 4 entries"), "%s", ch.reason);
   static const struct {
     int64_t m, n, k, batch;
     const char *tile;
-  } batches[] = {{1024, 1024, 256, 16, "gemm_simt_bs128"}, /* no padding: the fastest tile */
-                 {1, 1, 1249, 9, "gemm_simt_bs16"},        /* one element an entry: the least padding */
-                 {4, 1261, 719, 657, "gemm_simt_bs32"},    /* 4 rows: 16-row tiles pad least, 32 are faster */
-                 {76, 57, 29, 1892, "gemm_simt_bs64"}};
+  } batches[] = {{1024, 1024, 256, 16, "gemm_simt_128x128"}, /* no padding: the fastest tile */
+                 {1, 1, 1249, 9, "gemm_simt_16x16"},         /* one element an entry: the least padding */
+                 {4, 1261, 719, 657, "gemm_simt_4x256"},     /* 4 rows: the flat tile pads none of them */
+                 {1261, 3, 719, 657, "gemm_simt_256x4"},     /* and 3 columns, its transpose */
+                 {30, 700, 99, 40, "gemm_simt_32x128"},      /* 30 rows: a 64-row tile would pad half */
+                 {60, 57, 29, 1892, "gemm_simt_64x64"}};
   for (size_t i = 0; i < sizeof batches / sizeof batches[0]; ++i) {
     d = ex_desc();
     d.type = KT_F32, d.M = batches[i].m, d.N = batches[i].n, d.K = batches[i].k, d.batch = batches[i].batch;
