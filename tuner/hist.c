@@ -106,17 +106,22 @@ static void fill(int *out, size_t n, long long nbins, const char *dist, kt_rng *
     return;
   }
   const double sigma = (double)nbins / 50;
+  /* Samples above the range run from nbins up to 999 past it, or to
+   * INT_MAX where that is nearer (nbins <= INT_MAX: one at least). */
+  const uint64_t above = (uint64_t)(INT_MAX - nbins + 1 < 1000 ? INT_MAX - nbins + 1 : 1000);
   for (size_t i = 0; i < n; ++i) {
     const uint64_t x = kt_rng_next(r);
     const unsigned sel = (unsigned)(x & 1023);
     const uint64_t y = x >> 10;
     long long s;
     if (halfout && sel < 512)
-      s = sel & 1 ? -1 - (long long)(y % 1000) : nbins + (long long)(y % 1000);
+      s = sel & 1 ? -1 - (long long)(y % 1000) : nbins + (long long)(y % above);
     else if (sel == 0)
       s = -1 - (long long)(y % 1000); /* below the range: counts in bin 0 */
     else if (sel == 1)
-      s = nbins + (long long)(y % 1000); /* above: counts in bin nbins - 1 */
+      s = nbins + (long long)(y % above); /* above: counts in bin nbins - 1 */
+    else if (sel == 2)
+      s = y & 1 ? INT_MIN : INT_MAX; /* the ends of int, where an index past them would wrap */
     else if (skewed && (y % 10) < 8)
       s = (long long)((y / 10) % hot) * spread;
     else if (normal) {
