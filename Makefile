@@ -158,7 +158,7 @@ VARIANT_OBJS := $(VARIANTS:%=build/obj/%.o)
 FAMILIES := $(sort $(patsubst %/,%,$(dir $(VARIANTS))))
 RUNTIME_SRCS := $(wildcard runtime/*.c)
 RUNTIME_OBJS := $(RUNTIME_SRCS:%.c=build/obj/%.o)
-# The runtime's own kernels (runtime/kt_transpose.h), which no family
+# The runtime's own kernels (runtime/kt_kernels.h), which no family
 # generates: in the library with the variants, never in the CLI.
 RUNTIME_KERNEL_OBJS := $(patsubst %.cu,build/obj/%.o,$(wildcard runtime/*.cu))
 REGISTRY_OBJ := build/obj/generated/registry.o
@@ -283,7 +283,7 @@ $(REGISTRY_OBJ) $(KERNEL_REGS_OBJ):
 
 # Their entry points are visible (KT_RUNTIME_KERNEL): libktune.so exports
 # them for the CLI (REGISTRY_SYMBOLS), whose runtime objects call them.
-build/obj/runtime/%.o: runtime/%.cu runtime/kt_transpose.h templates/gemm_common.cuh
+build/obj/runtime/%.o: runtime/%.cu runtime/kt_kernels.h templates/gemm_common.cuh
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -c $< -o $@

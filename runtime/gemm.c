@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "kt_internal.h"
-#include "kt_transpose.h"
+#include "kt_kernels.h"
 #include "registry.h"
 
 _Static_assert((int)KT_F32 == (int)KT_GEMM_F32 && (int)KT_TF32 == (int)KT_GEMM_TF32 && (int)KT_BF16 == (int)KT_GEMM_BF16 &&
@@ -451,7 +451,7 @@ static int is_plain_f32(const kt_matmul_desc *x)
 
 /*
  * KT_F32 with an op T: each op-T operand is transposed into scratch (a row
- * stride a multiple of 4 floats, 16-byte aligned: runtime/transpose.cu), and
+ * stride a multiple of 4 floats, 16-byte aligned: runtime/kernels.cu), and
  * kt_matmul multiplies from there with its tuned kernels, rather than the
  * CUDA-core fallback serving it.  The transpose reads and writes the
  * operand once, a small part of the product's time past small sizes: op T,

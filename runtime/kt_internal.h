@@ -503,7 +503,7 @@ KT_INTERNAL void kt_context_keep_no_misses(kt_context *c);
 /* Launch v with its family's argument struct on the context's device. */
 KT_INTERNAL int kt_context_launch(const kt_context *c, const kt_variant *v, const void *args, kt_stream stream);
 /* fn(args, stream) on the context's device, as kt_context_launch runs a
- * variant's launcher (the runtime's own kernels: runtime/transpose.cu);
+ * variant's launcher (the runtime's own kernels: runtime/kernels.cu);
  * `what` names it in the log when it fails. */
 KT_INTERNAL int kt_context_run(const kt_context *c, const char *what, kt_launch_fn fn, const void *args,
                                kt_stream stream);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/transpose.cu: the runtime's own kernels (runtime/kt_transpose.h).
+/* runtime/kernels.cu: the runtime's own kernels (runtime/kt_kernels.h).
  * kt_matmul_ex serves KT_F32 with an op T by transposing that operand into
  * scratch and calling kt_matmul, whose tuned kernels read both operands
  * op N (runtime/gemm.c). */
-#include "kt_transpose.h"
+#include "kt_kernels.h"
 #include "gemm_common.cuh"
 
 /* The gemm family's repack (templates/gemm_common.cuh) with kmajor 0 is

@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* runtime/kt_transpose.h: the runtime's own kernels (runtime/transpose.cu),
+/* runtime/kt_kernels.h: the runtime's own kernels (runtime/kernels.cu),
  * which no family generates: a transpose of FP32 panels into scratch, and
  * that scratch taken from and given back to the device's pool.  Each is a
  * kt_launch_fn, run on the context's device by kt_context_run. */
-#ifndef KT_TRANSPOSE_H
-#define KT_TRANSPOSE_H
+#ifndef KT_KERNELS_H
+#define KT_KERNELS_H
 
 #include <stddef.h>
 
