@@ -410,7 +410,7 @@ static int check(const kt_matmul_desc *x)
   if ((unsigned)x->type > (unsigned)KT_F16 || (unsigned)x->op_a > (unsigned)KT_OP_T ||
       (unsigned)x->op_b > (unsigned)KT_OP_T)
     return KT_ERR_BAD_TYPE;
-  if (x->M < 1 || x->N < 1 || x->K < 1 || x->batch < 1)
+  if (x->M < 1 || x->N < 1 || x->K < 0 || x->batch < 1)
     return KT_ERR_BAD_SIZE;
   if (x->M > KT_MATMUL_MAX_DIM || x->N > KT_MATMUL_MAX_DIM || x->K > KT_MATMUL_MAX_DIM || x->batch > INT_MAX)
     return KT_ERR_OVERFLOW;
@@ -588,6 +588,10 @@ int kt_matmul_ex_choice(kt_context *c, const kt_matmul_desc *desc, kt_choice *ou
     rc = load_desc(desc, &x);
   if (rc != KT_OK)
     return rc;
+  if (x.K == 0 || x.alpha == 0.0f) {
+    kt_scale_choice(out);
+    return KT_OK;
+  }
   const int entrywise = x.type == KT_F32 && f32_entrywise(&x, kt_context_device(c));
   if (entrywise && is_plain_f32(&x))
     return kt_matmul_choice(c, x.M, x.N, x.K, x.A, x.lda, x.B, x.ldb, x.C, x.ldc, out);
@@ -627,6 +631,8 @@ int kt_matmul_ex(kt_context *c, const kt_matmul_desc *desc, kt_stream stream)
   if (!kt_context_device_pointer(c, x.A) || !kt_context_device_pointer(c, x.B) ||
       !kt_context_device_pointer(c, x.C))
     return KT_ERR_NOT_DEVICE_POINTER;
+  if (x.K == 0 || x.alpha == 0.0f) /* as BLAS: nothing to add, and A and B not read */
+    return kt_scale_c(c, x.M, x.N, x.beta, x.C, x.ldc, x.batch, x.stride_c, stream);
   const int entrywise = x.type == KT_F32 && f32_entrywise(&x, kt_context_device(c));
   if (entrywise && is_plain_f32(&x)) {
     const float *A = x.A, *B = x.B;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* runtime/kt_kernels.h: the runtime's own kernels (runtime/kernels.cu),
  * which no family generates: a transpose of FP32 panels into scratch, and
- * that scratch taken from and given back to the device's pool.  Each is a
+ * that scratch taken from and given back to the device's pool; C scaled by
+ * beta where a product has nothing to add (K = 0 or alpha = 0).  Each is a
  * kt_launch_fn, run on the context's device by kt_context_run. */
 #ifndef KT_KERNELS_H
 #define KT_KERNELS_H
@@ -30,6 +31,17 @@ typedef struct kt_transpose_args {
 } kt_transpose_args;
 
 KT_RUNTIME_KERNEL int kt_transpose_f32(const void *args, cudaStream_t stream);
+
+/* C[b][r * ldc + c] = beta * C[b][r * ldc + c] for b < batch, r < rows, c <
+ * cols, entry b at C + b * stride_c; with beta == 0, zeros (C is not read,
+ * so NaN there goes too). */
+typedef struct kt_scale_args {
+  float *C;
+  long long rows, cols, ldc, batch, stride_c;
+  float beta;
+} kt_scale_args;
+
+KT_RUNTIME_KERNEL int kt_scale_f32(const void *args, cudaStream_t stream);
 
 /* *ptr = `bytes` from pool (NULL: the current device's default pool),
  * ordered on the stream.  Returns cudaSuccess even when there is no such

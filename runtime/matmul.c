@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "kt_internal.h"
+#include "kt_kernels.h"
 #include "kt_matmul_split.h"
 #include "registry.h"
 
@@ -1040,7 +1041,7 @@ static int check(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, c
 {
   if (!A || !B || !C)
     return KT_ERR_NULL_POINTER;
-  if (M <= 0 || N <= 0 || K <= 0)
+  if (M <= 0 || N <= 0 || K < 0)
     return KT_ERR_BAD_SIZE;
   if (lda < K || ldb < N || ldc < N)
     return KT_ERR_BAD_LD;
@@ -1065,8 +1066,26 @@ int kt_matmul_choice(kt_context *c, int64_t M, int64_t N, int64_t K, const float
     rc = check(M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != KT_OK)
     return rc;
+  if (K == 0) {
+    kt_scale_choice(out);
+    return KT_OK;
+  }
   const matmul_call call = {B, C, ldb, ldc, M, N, K};
   return choose(c, M, N, K, &call, out, NULL, NULL) ? KT_OK : KT_ERR_NO_VARIANT;
+}
+
+void kt_scale_choice(kt_choice *out)
+{
+  memset(out, 0, sizeof *out);
+  snprintf(out->reason, sizeof out->reason,
+           "K = 0 or alpha = 0: no product to add; C = beta C, by the runtime's own kernel");
+}
+
+int kt_scale_c(const kt_context *c, int64_t M, int64_t N, float beta, float *C, int64_t ldc, int64_t batch,
+               int64_t stride_c, kt_stream stream)
+{
+  const kt_scale_args a = {C, M, N, ldc, batch, stride_c, beta};
+  return kt_context_run(c, "scale", kt_scale_f32, &a, stream);
 }
 
 int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda, const float *B,
@@ -1079,6 +1098,8 @@ int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const
     return rc;
   if (!kt_context_device_pointer(c, A) || !kt_context_device_pointer(c, B) || !kt_context_device_pointer(c, C))
     return KT_ERR_NOT_DEVICE_POINTER;
+  if (K == 0 || alpha == 0.0f) /* as BLAS: nothing to add, and A and B not read */
+    return kt_scale_c(c, M, N, beta, C, ldc, 1, 0, stream);
   const matmul_call call = {B, C, ldb, ldc, M, N, K};
   kt_race_pick pick = {.slot = -1};
   const kt_variant *v = choose(c, M, N, K, &call, NULL, stream, &pick);

@@ -170,11 +170,11 @@ Test(api, matmul_null_pointers)
   cr_assert_eq(kt_matmul_choice(ctx, 64, 64, 64, A, 64, B, 64, C, 64, NULL), KT_ERR_NULL_POINTER);
 }
 
-Test(api, matmul_sizes_below_one)
+Test(api, matmul_sizes_below_one_or_k_below_zero)
 {
   expect_matmul(ctx, KT_ERR_BAD_SIZE, 0, 64, 64, A, 64, B, 64, C, 64);
   expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, 0, 64, A, 64, B, 64, C, 64);
-  expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, 64, 0, A, 64, B, 64, C, 64);
+  expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, 64, -1, A, 64, B, 64, C, 64);
   expect_matmul(ctx, KT_ERR_BAD_SIZE, -1, 64, 64, A, 64, B, 64, C, 64);
   expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, -64, 64, A, 64, B, 64, C, 64);
   expect_matmul(ctx, KT_ERR_BAD_SIZE, 64, 64, INT64_MIN, A, 64, B, 64, C, 64);
@@ -408,6 +408,34 @@ Test(api, matmul_ex_types_and_ops_outside_their_enums)
     }
 }
 
+/* K = 0 (and alpha = 0) is BLAS's C = beta C: checked like any call, the
+ * choice naming no variant.  (test_matmul_gpu runs it.) */
+Test(api, matmul_k_zero_is_checked_and_multiplies_nothing)
+{
+  expect_matmul(ctx, KT_ERR_NOT_DEVICE_POINTER, 64, 32, 0, (const float *)EX_A, 0, (const float *)EX_B, 32, EX_C, 32);
+  expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 0, (const float *)EX_A, 0, (const float *)EX_B, 31, EX_C, 32); /* ldb < N */
+  expect_matmul(ctx, KT_ERR_BAD_LD, 64, 32, 0, (const float *)EX_A, -1, (const float *)EX_B, 32, EX_C, 32);
+  expect_matmul(ctx, KT_ERR_NULL_POINTER, 64, 32, 0, NULL, 0, (const float *)EX_B, 32, EX_C, 32);
+  kt_choice ch;
+  cr_assert_eq(kt_matmul_choice(ctx, 64, 32, 0, (const float *)EX_A, 0, (const float *)EX_B, 32, EX_C, 32, &ch), KT_OK);
+  cr_assert_str_eq(ch.variant, "");
+  cr_assert_not_null(strstr(ch.reason, "K = 0"), "%s", ch.reason);
+  for (int t = KT_F32; t <= KT_F16; ++t) {
+    kt_matmul_desc d = ex_desc();
+    d.type = (kt_dtype)t, d.op_a = KT_OP_T, d.K = 0, d.lda = d.M, d.batch = 3;
+    d.stride_a = 64, d.stride_b = 0, d.stride_c = d.M * d.ldc;
+    expect_ex(&d, KT_ERR_NOT_DEVICE_POINTER, "K 0");
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_assert_str_eq(ch.variant, "", "%s", kt_gemm_type_name(t));
+    d.K = 5, d.alpha = 0.0f;
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_assert_str_eq(ch.variant, "", "%s: alpha 0", kt_gemm_type_name(t));
+    d.alpha = 1.0f;
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_assert_str_neq(ch.variant, "", "%s", kt_gemm_type_name(t));
+  }
+}
+
 Test(api, matmul_ex_sizes_and_batch_below_one)
 {
   kt_matmul_desc d = ex_desc();
@@ -415,8 +443,8 @@ Test(api, matmul_ex_sizes_and_batch_below_one)
   expect_ex(&d, KT_ERR_BAD_SIZE, "M 0");
   d = ex_desc(), d.N = -1;
   expect_ex(&d, KT_ERR_BAD_SIZE, "N -1");
-  d = ex_desc(), d.K = 0;
-  expect_ex(&d, KT_ERR_BAD_SIZE, "K 0");
+  d = ex_desc(), d.K = -1;
+  expect_ex(&d, KT_ERR_BAD_SIZE, "K -1");
   d = ex_desc(), d.batch = -1;
   expect_ex(&d, KT_ERR_BAD_SIZE, "batch -1");
   d = ex_desc(), d.batch = 0; /* a zeroed batch is one product */

@@ -284,6 +284,58 @@ Test(matmul_gpu, host_pointers_are_refused_and_nothing_is_written)
   kt_close(ctx);
 }
 
+/* K = 0 or alpha = 0: C = beta C, as BLAS, A and B not read (NaN there
+ * stays out of C); beta 0 writes zeros over NaN; C's padding untouched.
+ * Through kt_matmul and kt_matmul_ex (a batch, every type). */
+Test(matmul_gpu, k_zero_or_alpha_zero_scales_c_and_reads_neither_operand)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  enum { M = 37, N = 29, LDC = 33, BATCH = 3, CN = BATCH * M * LDC, AN = 64 * 64 };
+  float *A, *C, *host = malloc(CN * sizeof(float)), *back = malloc(CN * sizeof(float));
+  CUDA_OK(cudaMalloc((void **)&A, AN * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&C, CN * sizeof(float)));
+  CUDA_OK(cudaMemset(A, 0xff, AN * sizeof(float))); /* NaN: must not reach C */
+  kt_rng r = {fresh_seed()};
+  static const struct {
+    int64_t k;
+    float alpha, beta;
+  } calls[] = {{0, 1.0f, 0.5f}, {0, 2.0f, 0.0f}, {17, 0.0f, -2.0f}, {17, 0.0f, 0.0f}, {0, 1.0f, 1.0f}};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i)
+    for (int way = 0; way < 5; ++way) { /* kt_matmul, then kt_matmul_ex of each type */
+      for (int e = 0; e < CN; ++e)
+        host[e] = calls[i].beta == 0.0f && e % 7 == 0 ? NAN : (float)(kt_rng_next(&r) % 2001) / 1000.0f - 1.0f;
+      CUDA_OK(cudaMemcpy(C, host, CN * sizeof(float), cudaMemcpyHostToDevice));
+      const int64_t k = calls[i].k, batch = way == 0 ? 1 : BATCH;
+      int rc;
+      if (way == 0)
+        rc = kt_matmul(ctx, M, N, k, calls[i].alpha, A, 64, A, 64, calls[i].beta, C, LDC, NULL);
+      else {
+        kt_matmul_desc d = {0};
+        d.type = (kt_dtype)(way - 1), d.op_a = KT_OP_T, d.op_b = KT_OP_N, d.M = M, d.N = N, d.K = k;
+        d.batch = batch, d.alpha = calls[i].alpha, d.beta = calls[i].beta;
+        d.A = A, d.lda = 64, d.B = A, d.ldb = 64, d.C = C, d.ldc = LDC, d.stride_c = M * LDC;
+        rc = kt_matmul_ex(ctx, &d, NULL);
+      }
+      cr_assert_eq(rc, KT_OK, "K %lld alpha %g, way %d: %s", (long long)k, calls[i].alpha, way, kt_strerror(rc));
+      CUDA_OK(cudaMemcpy(back, C, CN * sizeof(float), cudaMemcpyDeviceToHost));
+      int bad = 0;
+      for (int e = 0; e < CN && !bad; ++e) {
+        const int b = e / (M * LDC), row = e % (M * LDC) / LDC, col = e % LDC;
+        const int inside = b < batch && row < M && col < N;
+        const float want = !inside ? host[e] : calls[i].beta == 0.0f ? 0.0f : calls[i].beta * host[e];
+        bad = memcmp(&want, &back[e], sizeof want) != 0;
+        cr_expect(!bad, "K %lld alpha %g beta %g, way %d: C[%d] = %g, want %g", (long long)k, calls[i].alpha,
+                  calls[i].beta, way, e, back[e], want);
+      }
+    }
+  cudaFree(A);
+  cudaFree(C);
+  free(host);
+  free(back);
+  kt_close(ctx);
+}
+
 typedef struct job {
   kt_context *ctx;
   double worst;
