@@ -192,6 +192,7 @@ Test(gemm_gpu, matmul_ex_f32_with_an_op_t_multiplies_exactly)
                               .N = N,
                               .K = K,
                               .batch = batch,
+                              .alpha = 1.0f,
                               .A = p,
                               .lda = cs.op_a ? M : K,
                               .stride_a = shared & 1 ? 0 : sa,
