@@ -318,21 +318,22 @@ static int f32_entrywise(const kt_matmul_desc *x, const kt_device_info *d)
 }
 
 /* Multiply-adds per unit time of a CUDA-core tile at full occupancy,
- * relative to 128 x 128's, by its outputs a thread (256 threads a block):
- * what each square tile took on a batch whose blocks fill the GPU with no
- * padding (H100, session 50: 1024 x 1024 x 256, 16 entries; 282 us at
- * 128 x 128, 333 at 64 x 64, 540 at 32 x 32, 1380 at 16 x 16).  A thread
- * with more outputs reads each staged element more times from registers.
- * With these, the model's pick reached 0.95 and 0.97 of the fastest
- * square tile's speed (geometric means over two seeded suites of 40
- * random batches, every tile timed), where "the largest tile whose blocks
- * fill every SM" reached 0.75 and 0.76 (bench/reference/gemm_tiles/
- * README.md, "Exact FP32").  The flat tiles take the rate of the square
- * tile with as many outputs a thread (8: between 4 and 16). */
+ * relative to 128 x 128's, by its outputs a thread (256 threads a block)
+ * and its shape: what each tile reached on the seven batches of two seeded
+ * suites whose entries fill its tiles (M, N >= 200, K >= 40; H100,
+ * session 51: bench/reference/gemm_tiles/README.md, "Flat CUDA-core
+ * tiles").  A thread with more outputs reads each staged element more
+ * times from registers; a flat tile's thread reads more of its wide
+ * operand's elements per output than a square one of as many outputs.
+ * With these, the pick reached 0.967 and 0.945 of the fastest tile over
+ * those suites, replayed, where the square tiles' rates for every tile
+ * (by outputs a thread) reached 0.944 and 0.916. */
 static double simt_rate(int bm, int bn)
 {
   const int outputs = bm * bn / 256;
-  return outputs >= 64 ? 1.0 : outputs >= 16 ? 0.85 : outputs >= 8 ? 0.7 : outputs >= 4 ? 0.52 : 0.2;
+  if (bm == bn)
+    return outputs >= 64 ? 1.0 : outputs >= 16 ? 0.8 : outputs >= 4 ? 0.53 : 0.21;
+  return outputs >= 16 ? 0.7 : outputs >= 8 ? 0.4 : 0.28;
 }
 
 static const kt_variant *f32_simt_pick(const kt_device_info *d, const kt_matmul_desc *x, kt_choice *out)

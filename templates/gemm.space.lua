@@ -230,20 +230,27 @@ return {
         -- thread, so that each thread has 8 loads in flight.  With one of
         -- each (BS 16, BK 16) the small tiles' batches read at 600-800
         -- GB/s, bound by the loads in flight (H100, session 50).  Flat
-        -- tiles: 8 of the long side's operand a thread (the short side's
-        -- slice is smaller than the block, so some threads read none).
-        v.bk = v.bm == v.bn and 4 * v.threads // v.bm or 8 * v.threads // long
-        -- Blocks an SM at least (launch bounds): two for 16 outputs a
-        -- thread or more, so that one multiplies while the other waits at
-        -- its barrier (128x128 then fits its 64 accumulators in 128
-        -- registers a thread); four otherwise (64 registers), whose loads
-        -- in flight set their speed.
-        v.min_blocks = v.tm * v.tn >= 16 and 2 or 4
+        -- tiles: 16 of the long side's operand a thread where the short
+        -- side is 16 or less, else 8 (the short side's slice is smaller
+        -- than the block, so some threads read none of it).  A slice
+        -- costs a round trip to memory and a barrier whatever its depth,
+        -- and the flat tiles serve the calls bound by those: at 8 loads,
+        -- 4 x 256 ran a batch of 1 x 30 x 954 products five times slower
+        -- than 16 x 16 with its 64-deep slices (H100, session 51).
+        v.bk = v.bm == v.bn and 4 * v.threads // v.bm or (short <= 16 and 16 or 8) * v.threads // long
+        -- Blocks an SM at least (launch bounds): two where a thread holds
+        -- 24 values or more (its outputs and a slice's loads), so that one
+        -- block multiplies while the other waits at its barrier (128x128
+        -- then fits its 64 accumulators in 128 registers a thread); four
+        -- otherwise (64 registers), whose loads in flight set their speed.
+        local loads = math.max(1, v.bm * v.bk // v.threads) + math.max(1, v.bn * v.bk // v.threads)
+        v.min_blocks = v.tm * v.tn + loads >= 24 and 2 or 4
         v.smem_static = 2 * v.bk * (v.bm + 4 + v.bn + 4) * 4
         v.smem_dynamic = 0
         v.cluster, v.min_cc, v.align = 1, 0, 1
-        -- Registers: the accumulators, a k step's two fragments, ~40 more.
-        local regs = v.tm * v.tn + v.tm + v.tn + 40
+        -- Registers: the accumulators, a slice's loads, a k step's two
+        -- fragments, ~40 more.
+        local regs = v.tm * v.tn + loads + v.tm + v.tn + 40
         v.blocks_per_sm = math.max(1, math.min(32, t.max_threads_per_sm // v.threads,
           t.regs_per_sm // (regs * v.threads), t.smem_per_sm // v.smem_static))
       end,
