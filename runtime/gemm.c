@@ -411,7 +411,7 @@ static int check(const kt_matmul_desc *x)
   if ((unsigned)x->type > (unsigned)KT_F16 || (unsigned)x->op_a > (unsigned)KT_OP_T ||
       (unsigned)x->op_b > (unsigned)KT_OP_T)
     return KT_ERR_BAD_TYPE;
-  if (x->M < 1 || x->N < 1 || x->K < 0 || x->batch < 1)
+  if (x->M < 0 || x->N < 0 || x->K < 0 || x->batch < 1)
     return KT_ERR_BAD_SIZE;
   if (x->M > KT_MATMUL_MAX_DIM || x->N > KT_MATMUL_MAX_DIM || x->K > KT_MATMUL_MAX_DIM || x->batch > INT_MAX)
     return KT_ERR_OVERFLOW;
@@ -589,8 +589,8 @@ int kt_matmul_ex_choice(kt_context *c, const kt_matmul_desc *desc, kt_choice *ou
     rc = load_desc(desc, &x);
   if (rc != KT_OK)
     return rc;
-  if (x.K == 0 || x.alpha == 0.0f) {
-    kt_scale_choice(out);
+  if (x.M == 0 || x.N == 0 || x.K == 0 || x.alpha == 0.0f) {
+    kt_empty_choice(x.M == 0 || x.N == 0, out);
     return KT_OK;
   }
   const int entrywise = x.type == KT_F32 && f32_entrywise(&x, kt_context_device(c));
@@ -627,7 +627,7 @@ int kt_matmul_ex(kt_context *c, const kt_matmul_desc *desc, kt_stream stream)
   int rc = kt_context_check(c);
   if (rc == KT_OK)
     rc = load_desc(desc, &x);
-  if (rc != KT_OK)
+  if (rc != KT_OK || x.M == 0 || x.N == 0) /* as BLAS: an empty C, nothing read or written */
     return rc;
   if (!kt_context_device_pointer(c, x.A) || !kt_context_device_pointer(c, x.B) ||
       !kt_context_device_pointer(c, x.C))

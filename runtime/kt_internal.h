@@ -373,10 +373,11 @@ KT_INTERNAL void kt_dispatch_fill_choice(kt_choice *out, const kt_variant *v, co
 
 /* K = 0 or alpha = 0 (kt_matmul, kt_matmul_ex): C = beta C over the batch,
  * by the runtime's own kernel (runtime/kernels.cu); A and B are not read,
- * as in BLAS.  kt_scale_choice: what a *_choice call says for K = 0. */
+ * as in BLAS.  kt_empty_choice: what a *_choice call says where nothing is
+ * multiplied (no_c: M or N is 0, so that nothing runs at all). */
 KT_INTERNAL int kt_scale_c(const kt_context *c, int64_t M, int64_t N, float beta, float *C, int64_t ldc, int64_t batch,
                            int64_t stride_c, kt_stream stream);
-KT_INTERNAL void kt_scale_choice(kt_choice *out);
+KT_INTERNAL void kt_empty_choice(int no_c, kt_choice *out);
 
 /* ---- misses.c: problems served without a tuned entry of their own ------- */
 

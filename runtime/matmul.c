@@ -1041,7 +1041,7 @@ static int check(int64_t M, int64_t N, int64_t K, const float *A, int64_t lda, c
 {
   if (!A || !B || !C)
     return KT_ERR_NULL_POINTER;
-  if (M <= 0 || N <= 0 || K < 0)
+  if (M < 0 || N < 0 || K < 0)
     return KT_ERR_BAD_SIZE;
   if (lda < K || ldb < N || ldc < N)
     return KT_ERR_BAD_LD;
@@ -1066,19 +1066,20 @@ int kt_matmul_choice(kt_context *c, int64_t M, int64_t N, int64_t K, const float
     rc = check(M, N, K, A, lda, B, ldb, C, ldc);
   if (rc != KT_OK)
     return rc;
-  if (K == 0) {
-    kt_scale_choice(out);
+  if (M == 0 || N == 0 || K == 0) {
+    kt_empty_choice(M == 0 || N == 0, out);
     return KT_OK;
   }
   const matmul_call call = {B, C, ldb, ldc, M, N, K};
   return choose(c, M, N, K, &call, out, NULL, NULL) ? KT_OK : KT_ERR_NO_VARIANT;
 }
 
-void kt_scale_choice(kt_choice *out)
+void kt_empty_choice(int no_c, kt_choice *out)
 {
   memset(out, 0, sizeof *out);
-  snprintf(out->reason, sizeof out->reason,
-           "K = 0 or alpha = 0: no product to add; C = beta C, by the runtime's own kernel");
+  snprintf(out->reason, sizeof out->reason, "%s",
+           no_c ? "M = 0 or N = 0: C has no elements; nothing runs"
+                : "K = 0 or alpha = 0: no product to add; C = beta C, by the runtime's own kernel");
 }
 
 int kt_scale_c(const kt_context *c, int64_t M, int64_t N, float beta, float *C, int64_t ldc, int64_t batch,
@@ -1094,7 +1095,7 @@ int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const
   int rc = kt_context_check(c);
   if (rc == KT_OK)
     rc = check(M, N, K, A, lda, B, ldb, C, ldc);
-  if (rc != KT_OK)
+  if (rc != KT_OK || M == 0 || N == 0) /* as BLAS: an empty C, nothing read or written */
     return rc;
   if (!kt_context_device_pointer(c, A) || !kt_context_device_pointer(c, B) || !kt_context_device_pointer(c, C))
     return KT_ERR_NOT_DEVICE_POINTER;

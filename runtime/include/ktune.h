@@ -123,10 +123,11 @@ KT_API void kt_close(kt_context *ctx);
 
 /* C = alpha * A * B + beta * C, row-major fp32 device pointers: A is M x K
  * with row stride lda >= K, B is K x N (ldb >= N), C is M x N (ldc >= N).
- * Any 4-byte aligned pointers and any leading dimensions.  M and N are at
- * least 1; K may be 0.  Where K == 0 or alpha == 0 there is no product to
- * add, and as in BLAS, C = beta C and A and B are not read (an Inf or NaN
- * in them does not reach C).  With beta == 0, C is not read (NaN in it
+ * Any 4-byte aligned pointers and any leading dimensions.  M, N and K may
+ * be 0, as in BLAS: where M or N is 0, C is empty and the call returns
+ * once its arguments are checked; where K == 0 or alpha == 0 there is no
+ * product to add, and C = beta C, A and B not read (an Inf or NaN in them
+ * does not reach C).  With beta == 0, C is not read (NaN in it
  * goes); C must not overlap A or B.  The call may take scratch
  * from the device's memory pool, in stream order (a split K, or an aligned
  * copy of B).  Safe to call from several threads on one context. */
@@ -156,13 +157,13 @@ typedef enum kt_op { KT_OP_N = 0, KT_OP_T = 1 } kt_op;
  * after X[b-1]; A's and B's strides may be 0 (one operand for the whole
  * batch), C's must keep the outputs apart: each entry after the last
  * element of the one before, or side by side in the rows of one wider C
- * (stride_c >= N and (batch - 1) * stride_c + N <= ldc).  Where K == 0
- * or alpha == 0, C = beta C and A and B are not read, as in BLAS (and as
- * kt_matmul).  With beta == 0, C is not read.  C must not overlap A or B. */
+ * (stride_c >= N and (batch - 1) * stride_c + N <= ldc).  As in BLAS (and
+ * kt_matmul): where M or N is 0 nothing runs; where K == 0 or alpha == 0,
+ * C = beta C and A and B are not read.  With beta == 0, C is not read.  C must not overlap A or B. */
 typedef struct kt_matmul_desc {
   kt_dtype type;         /* of A and B */
   kt_op op_a, op_b;
-  int64_t M, N, K;       /* M, N >= 1; K >= 0 */
+  int64_t M, N, K;       /* each >= 0 */
   int64_t batch;         /* >= 1; 0 in a zeroed desc is taken as 1 */
   float alpha, beta;
   const void *A;
@@ -210,15 +211,16 @@ typedef struct kt_choice {
 } kt_choice;
 
 /* Which variant kt_matmul would run for these arguments, and why; checks the
- * arguments as kt_matmul does but launches nothing.  For K == 0 the
- * variant is "" (nothing is multiplied; the reason says so); alpha, which
- * it is not given, runs none either where it is 0.  Thread-safe. */
+ * arguments as kt_matmul does but launches nothing.  Where M, N or K is 0
+ * the variant is "" (nothing is multiplied; the reason says so); alpha,
+ * which it is not given, runs none either where it is 0.  Thread-safe. */
 KT_API int kt_matmul_choice(kt_context *ctx, int64_t M, int64_t N, int64_t K, const float *A, int64_t lda,
                             const float *B, int64_t ldb, const float *C, int64_t ldc, kt_choice *out);
 
 /* Which variant kt_matmul_ex would run for desc (where KT_F32 goes to
  * kt_matmul: its choice for batch entry 0, for an op T its first panel
- * from scratch), and why ("" where K or alpha is 0: nothing is multiplied);
+ * from scratch), and why ("" where M, N, K or alpha is 0: nothing is
+ * multiplied);
  * checks desc as kt_matmul_ex does but launches nothing.  Thread-safe. */
 KT_API int kt_matmul_ex_choice(kt_context *ctx, const kt_matmul_desc *desc, kt_choice *out);
 
