@@ -50,7 +50,7 @@ typedef struct CUstream_st *kt_stream;
 #define KT_STATUS_TABLE(X)                                                                        \
   X(KT_OK, 0, "success")                                                                          \
   X(KT_ERR_NULL_POINTER, 1, "a required pointer argument is NULL")                                \
-  X(KT_ERR_BAD_SIZE, 2, "a size argument is out of range (M, N, K and nbins must be >= 1)")       \
+  X(KT_ERR_BAD_SIZE, 2, "a size argument is out of range (M, N, K >= 0; nbins, batch >= 1)")      \
   X(KT_ERR_BAD_LD, 3, "a leading dimension is smaller than the row it strides over")              \
   X(KT_ERR_OVERFLOW, 4, "the problem is too large: its byte count or index range overflows")      \
   X(KT_ERR_NOT_DEVICE_POINTER, 5, "a pointer is not device memory of the context's GPU")          \
@@ -70,7 +70,7 @@ typedef struct CUstream_st *kt_stream;
   X(KT_ERR_BAD_OPTION, 19, "an option or argument is invalid")                                    \
   X(KT_ERR_UNKNOWN_VARIANT, 20, "no variant of that name exists in this build")                   \
   X(KT_ERR_DB_DAMAGED, 21, "the tuning database is damaged (it fails SQLite's integrity checks)") \
-  X(KT_ERR_DB_MISSING, 22, "the tuning database does not exist")                                   \
+  X(KT_ERR_DB_MISSING, 22, "the tuning database does not exist")                                  \
   X(KT_ERR_BAD_STRIDE, 23, "a batch stride makes two outputs of the batch overlap")               \
   X(KT_ERR_BAD_TYPE, 24, "an input type or an op is not one of kt_dtype or kt_op")
 
