@@ -114,14 +114,14 @@ static void fill(int *out, size_t n, long long nbins, const char *dist, kt_rng *
     const unsigned sel = (unsigned)(x & 1023);
     const uint64_t y = x >> 10;
     long long s;
-    if (halfout && sel < 512)
+    if (sel == 2)
+      s = y & 1 ? INT_MIN : INT_MAX; /* the ends of int, where an index past them would wrap */
+    else if (halfout && sel < 512)
       s = sel & 1 ? -1 - (long long)(y % 1000) : nbins + (long long)(y % above);
     else if (sel == 0)
       s = -1 - (long long)(y % 1000); /* below the range: counts in bin 0 */
     else if (sel == 1)
       s = nbins + (long long)(y % above); /* above: counts in bin nbins - 1 */
-    else if (sel == 2)
-      s = y & 1 ? INT_MIN : INT_MAX; /* the ends of int, where an index past them would wrap */
     else if (skewed && (y % 10) < 8)
       s = (long long)((y / 10) % hot) * spread;
     else if (normal) {

@@ -26,8 +26,9 @@ int kt_tune_hist_dist_known(const char *dist);
  *   normal   around nbins / 2 with deviation nbins / 50
  *   onebin   every sample in bin nbins / 3
  *   halfout  half the samples outside [0, nbins), half uniform
- * Except onebin, about 1 in 512 samples lies outside [0, nbins), below or
- * above, to exercise clamping. */
+ * Except onebin, about 3 in 1024 samples lie outside [0, nbins), below or
+ * above (one of the three at INT_MIN or INT_MAX), to exercise clamping;
+ * sorted keeps them as the ends of the range. */
 void kt_tune_hist_samples(int *out, size_t n, long long nbins, const char *dist, kt_rng *r);
 /* Sort s[0..n) by bin (clamped; below the range as -1, above as nbins), in
  * O(n + nbins).  0, or -1 out of host memory (s untouched). */
