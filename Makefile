@@ -283,7 +283,8 @@ $(REGISTRY_OBJ) $(KERNEL_REGS_OBJ):
 
 # Their entry points are visible (KT_RUNTIME_KERNEL): libktune.so exports
 # them for the CLI (REGISTRY_SYMBOLS), whose runtime objects call them.
-build/obj/runtime/%.o: runtime/%.cu runtime/kt_kernels.h templates/gemm_common.cuh
+build/obj/runtime/%.o: runtime/%.cu runtime/kt_kernels.h templates/gemm_common.cuh runtime/kt_launch.h \
+                       runtime/kt_variant.h
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(NVCC) $(NVCCFLAGS) $(GENCODES) -Xcompiler -fPIC,-fvisibility=hidden -Iruntime -Itemplates -c $< -o $@

@@ -451,8 +451,9 @@ static int is_plain_f32(const kt_matmul_desc *x)
 }
 
 /*
- * KT_F32 with an op T: each op-T operand is transposed into scratch (a row
- * stride a multiple of 4 floats, 16-byte aligned: runtime/kernels.cu), and
+ * KT_F32 with an op T: each op-T operand is transposed into scratch
+ * (runtime/kernels.cu; a row stride a multiple of 4 floats,
+ * kt_matmul_stage_ld, 16-byte aligned from the pool), and
  * kt_matmul multiplies from there with its tuned kernels, rather than the
  * CUDA-core fallback serving it.  The transpose reads and writes the
  * operand once, a small part of the product's time past small sizes: op T,

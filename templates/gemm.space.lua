@@ -231,7 +231,7 @@ return {
         -- each (BS 16, BK 16) the small tiles' batches read at 600-800
         -- GB/s, bound by the loads in flight (H100, session 50).  Flat
         -- tiles: 16 of the long side's operand a thread where the short
-        -- side is 16 or less, else 8 (the short side's slice is smaller
+        -- side is 16 or less, else 8 (4x256's short-side slice is smaller
         -- than the block, so some threads read none of it).  A slice
         -- costs a round trip to memory and a barrier whatever its depth,
         -- and the flat tiles serve the calls bound by those: at 8 loads,

@@ -43,8 +43,10 @@ constexpr int BM = $(bm), BN = $(bn), BK = $(bk), TM = $(tm), TN = $(tn);
 constexpr int THREADS = $(threads), SIDE_N = BN / TN; // (BM / TM) x SIDE_N threads
 constexpr int VM = TM < 4 ? TM : 4, RUNS_M = TM / VM, RUN_STRIDE_M = BM / RUNS_M;
 constexpr int VN = TN < 4 ? TN : 4, RUNS_N = TN / VN, RUN_STRIDE_N = BN / RUNS_N;
-static_assert((BM / TM) * SIDE_N == THREADS && THREADS % BK == 0 && THREADS % BM == 0 && THREADS % BN == 0,
-              "tile shape");
+static_assert((BM / TM) * SIDE_N == THREADS && BM % TM == 0 && BN % TN == 0 && TM % VM == 0 && TN % VN == 0 &&
+                  (BM / TM) * VM == RUN_STRIDE_M && SIDE_N * VN == RUN_STRIDE_N,
+              "the threads' runs tile the block's rows and columns");
+static_assert(THREADS % BK == 0 && THREADS % BM == 0 && THREADS % BN == 0, "a slice's reads walk whole rows or columns");
 
 // Elements of a BM x BK or BN x BK slice that each thread reads: at least
 // one, though then only the first rows x BK threads read.
