@@ -459,6 +459,11 @@ Test(api, matmul_k_zero_is_checked_and_multiplies_nothing)
     d.alpha = 1.0f;
     cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
     cr_assert_str_neq(ch.variant, "", "%s", kt_gemm_type_name(t));
+    /* Checked as any call: outputs that overlap, a span past int64. */
+    d.K = 0, d.stride_c = d.ldc;
+    expect_ex(&d, KT_ERR_BAD_STRIDE, "K 0, outputs overlapping");
+    d.ldc = INT64_MAX / 2, d.stride_c = 0, d.batch = 1;
+    expect_ex(&d, KT_ERR_OVERFLOW, "K 0, C past int64");
   }
 }
 
