@@ -12,8 +12,8 @@ local function H100(reason)
   return "H100 (bench/reference/gemm_tiles/README.md): " .. reason
 end
 
--- The CUDA-core kernel's tiles (simt), as short x long side.
-local FLAT_TILES = {
+-- The CUDA-core kernel's tiles (simt), square and flat, as short x long side.
+local SIMT_TILES = {
   ["16x16"] = true, ["32x32"] = true, ["64x64"] = true, ["128x128"] = true,
   ["4x256"] = true, ["8x128"] = true, ["16x128"] = true, ["32x128"] = true,
 }
@@ -216,7 +216,7 @@ return {
       constraints = {
         { "a square tile of 16 to 128, or a flat one for entries of a few rows (or columns), which a square " ..
           "tile would mostly pad: 4x256, 8x128, 16x128, 32x128 or their transposes",
-          function(v) return FLAT_TILES[math.min(v.bm, v.bn) .. "x" .. math.max(v.bm, v.bn)] end },
+          function(v) return SIMT_TILES[math.min(v.bm, v.bn) .. "x" .. math.max(v.bm, v.bn)] end },
       },
       derive = function(v, t)
         v.threads = 256

@@ -46,7 +46,8 @@ constexpr int VN = TN < 4 ? TN : 4, RUNS_N = TN / VN, RUN_STRIDE_N = BN / RUNS_N
 static_assert((BM / TM) * SIDE_N == THREADS && BM % TM == 0 && BN % TN == 0 && TM % VM == 0 && TN % VN == 0 &&
                   (BM / TM) * VM == RUN_STRIDE_M && SIDE_N * VN == RUN_STRIDE_N,
               "the threads' runs tile the block's rows and columns");
-static_assert(THREADS % BK == 0 && THREADS % BM == 0 && THREADS % BN == 0, "a slice's reads walk whole rows or columns");
+static_assert(THREADS % BK == 0 && THREADS % BM == 0 && THREADS % BN == 0,
+              "a slice's reads walk whole rows or columns");
 
 // Elements of a BM x BK or BN x BK slice that each thread reads: at least
 // one, though then only the first rows x BK threads read.

@@ -127,8 +127,8 @@ KT_API void kt_close(kt_context *ctx);
  * be 0, as in BLAS: where M or N is 0, C is empty and the call returns
  * once its arguments are checked; where K == 0 or alpha == 0 there is no
  * product to add, and C = beta C, A and B not read (an Inf or NaN in them
- * does not reach C).  With beta == 0, C is not read (NaN in it
- * goes); C must not overlap A or B.  The call may take scratch
+ * does not reach C).  With beta == 0, C is not read (a NaN in it does not
+ * stay); C must not overlap A or B.  The call may take scratch
  * from the device's memory pool, in stream order (a split K, or an aligned
  * copy of B).  Safe to call from several threads on one context. */
 KT_API int kt_matmul(kt_context *ctx, int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t lda,
@@ -159,7 +159,8 @@ typedef enum kt_op { KT_OP_N = 0, KT_OP_T = 1 } kt_op;
  * element of the one before, or side by side in the rows of one wider C
  * (stride_c >= N and (batch - 1) * stride_c + N <= ldc).  As in BLAS (and
  * kt_matmul): where M or N is 0 nothing runs; where K == 0 or alpha == 0,
- * C = beta C and A and B are not read.  With beta == 0, C is not read.  C must not overlap A or B. */
+ * C = beta C and A and B are not read.  With beta == 0, C is not read.  C
+ * must not overlap A or B. */
 typedef struct kt_matmul_desc {
   kt_dtype type;         /* of A and B */
   kt_op op_a, op_b;
