@@ -336,6 +336,45 @@ Test(matmul_gpu, k_zero_or_alpha_zero_scales_c_and_reads_neither_operand)
   kt_close(ctx);
 }
 
+/* The scaling kernel's grid stops at 65535 rows and 65535 batch entries
+ * and loops past them: a C of more rows (kt_matmul) and a batch of more
+ * entries (kt_matmul_ex) are scaled whole, nothing past them touched. */
+Test(matmul_gpu, k_zero_scales_c_past_the_scaling_grid)
+{
+  kt_context *ctx;
+  cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
+  enum { TALL = 70001, CN = TALL + 1 };
+  float *C, *host = malloc(CN * sizeof(float)), *back = malloc(CN * sizeof(float));
+  CUDA_OK(cudaMalloc((void **)&C, CN * sizeof(float)));
+  kt_rng r = {fresh_seed()};
+  for (int way = 0; way < 2; ++way) {
+    for (int e = 0; e < CN; ++e)
+      host[e] = (float)(kt_rng_next(&r) % 2001) / 1000.0f - 1.0f;
+    CUDA_OK(cudaMemcpy(C, host, CN * sizeof(float), cudaMemcpyHostToDevice));
+    int rc;
+    if (way == 0) /* TALL rows of one column */
+      rc = kt_matmul(ctx, TALL, 1, 0, 1.0f, C, 1, C, 1, -0.5f, C, 1, NULL);
+    else { /* TALL entries of 1 x 1 */
+      kt_matmul_desc d = {0};
+      d.type = KT_F32, d.op_a = KT_OP_N, d.op_b = KT_OP_N, d.M = 1, d.N = 1, d.K = 0, d.batch = TALL;
+      d.alpha = 1.0f, d.beta = -0.5f, d.A = C, d.lda = 1, d.B = C, d.ldb = 1, d.C = C, d.ldc = 1, d.stride_c = 1;
+      rc = kt_matmul_ex(ctx, &d, NULL);
+    }
+    cr_assert_eq(rc, KT_OK, "way %d: %s", way, kt_strerror(rc));
+    CUDA_OK(cudaMemcpy(back, C, CN * sizeof(float), cudaMemcpyDeviceToHost));
+    int bad = 0;
+    for (int e = 0; e < CN && !bad; ++e) {
+      const float want = e < TALL ? -0.5f * host[e] : host[e];
+      bad = memcmp(&want, &back[e], sizeof want) != 0;
+      cr_expect(!bad, "way %d: C[%d] = %g, want %g", way, e, back[e], want);
+    }
+  }
+  cudaFree(C);
+  free(host);
+  free(back);
+  kt_close(ctx);
+}
+
 typedef struct job {
   kt_context *ctx;
   double worst;
