@@ -319,21 +319,24 @@ static int f32_entrywise(const kt_matmul_desc *x, const kt_device_info *d)
 
 /* Multiply-adds per unit time of a CUDA-core tile at full occupancy,
  * relative to 128 x 128's, by its outputs a thread (256 threads a block)
- * and its shape: what each tile reached on the seven batches of two seeded
- * suites whose entries fill its tiles (M, N >= 200, K >= 40; H100,
- * session 51: bench/reference/gemm_tiles/README.md, "Flat CUDA-core
- * tiles").  A thread with more outputs reads each staged element more
- * times from registers; a flat tile's thread reads more of its wide
- * operand's elements per output than a square one of as many outputs.
- * With these, the pick reached 0.967 and 0.945 of the fastest tile over
- * those suites, replayed, where the square tiles' rates for every tile
- * (by outputs a thread) reached 0.944 and 0.916. */
+ * and its shape: the geometric mean of what the tiles of each class
+ * reached, per padded multiply-add, on the seven batches of two seeded
+ * suites whose entries fill every tile (M, N >= 200, K >= 40; H100,
+ * session 52, the kernel that fetches a slice every step:
+ * bench/reference/gemm_tiles/README.md, "The CUDA-core tiles' next slice
+ * fetched without a branch").  A thread with more outputs reads each
+ * staged element more times from registers; a flat tile's thread reads
+ * more of its wide operand's elements per output than a square one of as
+ * many outputs.  Replayed on those suites' times, the pick reached 0.971
+ * and 0.968 of the fastest tile (session 51's rates 0.964 and 0.952), and
+ * on session 51's two runs of the same seeds, with the kernel before,
+ * 0.974 and 0.965 (0.968 and 0.945). */
 static double simt_rate(int bm, int bn)
 {
   const int outputs = bm * bn / 256;
   if (bm == bn)
-    return outputs >= 64 ? 1.0 : outputs >= 16 ? 0.8 : outputs >= 4 ? 0.53 : 0.21;
-  return outputs >= 16 ? 0.7 : outputs >= 8 ? 0.4 : 0.28;
+    return outputs >= 64 ? 1.0 : outputs >= 16 ? 0.76 : outputs >= 4 ? 0.43 : 0.15;
+  return outputs >= 16 ? 0.66 : outputs >= 8 ? 0.34 : 0.25;
 }
 
 static const kt_variant *f32_simt_pick(const kt_device_info *d, const kt_matmul_desc *x, kt_choice *out)
