@@ -1110,13 +1110,15 @@ int kt_matmul(kt_context *c, int64_t M, int64_t N, int64_t K, float alpha, const
   kt_matmul_args a = {(int)M, (int)N, (int)K, alpha, beta, A, B, C, lda, ldb, ldc, d->sm_count, kt_context_pool(c)};
   rc = kt_context_launch_raced(c, v, &a, stream, &pick); /* untimed where pick holds no slot */
   /* A race's candidate (or winner) that fails to launch where the model's
-   * pick might have run (a cluster the GPU's slice cannot place): with
+   * pick might have run (a cluster the GPU's slice cannot place, a split-K
+   * workspace that the GPU's memory cannot hold): with
    * beta 0 the model's pick runs instead, C being written whole whatever
    * the failed launch left in it (a launcher that stages B a panel at a
    * time writes C before its last launch); else the call fails, as any
    * failed launch does. */
-  if (rc == KT_ERR_LAUNCH && beta == 0.0f && pick.n > 0 && pick.first >= 0 && pick.first < kt_registry_count &&
-      &kt_registry[pick.first] != v && serves_call_staged(&kt_registry[pick.first], d, &call))
+  if ((rc == KT_ERR_LAUNCH || rc == KT_ERR_DEVICE_MEMORY) && beta == 0.0f && pick.n > 0 && pick.first >= 0 &&
+      pick.first < kt_registry_count && &kt_registry[pick.first] != v &&
+      serves_call_staged(&kt_registry[pick.first], d, &call))
     rc = kt_context_launch(c, &kt_registry[pick.first], &a, stream);
   return rc;
 }

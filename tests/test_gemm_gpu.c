@@ -226,7 +226,12 @@ static uint16_t bf16_of(int v)
   return (uint16_t)(u >> 16);
 }
 
-static void run_exact_bf16(kt_matmul_desc d, size_t a_elems, size_t b_elems, const char *what)
+/* With leave_free > 0, the call first runs with all but leave_free bytes
+ * of the GPU's memory taken (a wgmma variant's scratch, more than that,
+ * cannot be had) and must fail with KT_ERR_DEVICE_MEMORY; then, the memory
+ * given back, as above. */
+static void run_exact_bf16_leaving(kt_matmul_desc d, size_t a_elems, size_t b_elems, const char *what,
+                                   size_t leave_free)
 {
   kt_context *ctx;
   cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
@@ -244,6 +249,21 @@ static void run_exact_bf16(kt_matmul_desc d, size_t a_elems, size_t b_elems, con
   cudaMemcpy(A, hA, a_elems * 2, cudaMemcpyHostToDevice);
   cudaMemcpy(B, hB, b_elems * 2, cudaMemcpyHostToDevice);
   d.A = A, d.B = B, d.C = C;
+  if (leave_free > 0) {
+    kt_choice ch;
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &ch), KT_OK);
+    cr_assert(strncmp(ch.variant, "gemm_wgmma_", 11) == 0, "%s: %s needs no scratch here", what, ch.variant);
+    size_t free_bytes = 0, total = 0;
+    CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+    cr_assert_gt(free_bytes, leave_free);
+    void *hog = NULL;
+    CUDA_OK(cudaMalloc(&hog, free_bytes - leave_free));
+    const int full = kt_matmul_ex(ctx, &d, NULL);
+    const cudaError_t sync = cudaDeviceSynchronize();
+    cudaFree(hog);
+    cr_expect_eq(full, KT_ERR_DEVICE_MEMORY, "%s, the GPU's memory taken: %s", what, kt_strerror(full));
+    cr_expect_eq(sync, cudaSuccess, "%s: %s", what, cudaGetErrorString(sync));
+  }
   const int rc = kt_matmul_ex(ctx, &d, NULL);
   cr_expect_eq(rc, KT_OK, "%s: %s", what, kt_strerror(rc));
   cr_assert_eq(cudaMemcpy(hC, C, (size_t)d.M * d.ldc * 4, cudaMemcpyDeviceToHost), cudaSuccess);
@@ -271,6 +291,11 @@ static void run_exact_bf16(kt_matmul_desc d, size_t a_elems, size_t b_elems, con
   kt_close(ctx);
 }
 
+static void run_exact_bf16(kt_matmul_desc d, size_t a_elems, size_t b_elems, const char *what)
+{
+  run_exact_bf16_leaving(d, a_elems, b_elems, what, 0);
+}
+
 /* An operand that TMA cannot read in place (odd ldb) is repacked first, in
  * tiles of 64 rows: 4194305 rows are 65537 tiles, more than one launch's
  * grid holds along y (65535), so the repack goes in two.  It failed the
@@ -292,4 +317,17 @@ Test(gemm_gpu, a_leading_dimension_past_tma_strides_is_repacked)
   const kt_matmul_desc d = {
       .type = KT_BF16, .M = 1, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .lda = lda, .ldb = N, .ldc = N};
   run_exact_bf16(d, (size_t)K, (size_t)(K * N), "M 1, lda 2^39");
+}
+
+/* An operand repacked into scratch that the GPU's memory cannot hold (B of
+ * odd ldb, 4194305 x 64 BF16: 512 MiB, with 256 MiB left free): the call
+ * fails with KT_ERR_DEVICE_MEMORY before it launches anything (it read as
+ * a failed launch, KT_ERR_LAUNCH, before), and succeeds once the memory is
+ * back. */
+Test(gemm_gpu, a_scratch_the_gpu_cannot_hold_is_out_of_device_memory)
+{
+  const int64_t M = 8, N = 4194305, K = 64;
+  const kt_matmul_desc d = {
+      .type = KT_BF16, .M = M, .N = N, .K = K, .batch = 1, .alpha = 1.0f, .lda = K, .ldb = N, .ldc = N};
+  run_exact_bf16_leaving(d, (size_t)(M * K), (size_t)(K * N), "N 4194305, odd ldb", (size_t)256 << 20);
 }

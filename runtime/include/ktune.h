@@ -72,10 +72,11 @@ typedef struct CUstream_st *kt_stream;
   X(KT_ERR_DB_DAMAGED, 21, "the tuning database is damaged (it fails SQLite's integrity checks)") \
   X(KT_ERR_DB_MISSING, 22, "the tuning database does not exist")                                  \
   X(KT_ERR_BAD_STRIDE, 23, "a batch stride makes two outputs of the batch overlap")               \
-  X(KT_ERR_BAD_TYPE, 24, "an input type or an op is not one of kt_dtype or kt_op")
+  X(KT_ERR_BAD_TYPE, 24, "an input type or an op is not one of kt_dtype or kt_op")                \
+  X(KT_ERR_DEVICE_MEMORY, 25, "out of GPU memory: the call's scratch could not be allocated")
 
 /* The largest status code. */
-#define KT_STATUS_LAST KT_ERR_BAD_TYPE
+#define KT_STATUS_LAST KT_ERR_DEVICE_MEMORY
 
 typedef enum kt_status {
 #define KT_STATUS_ENUM(name, value, msg) name = value,
@@ -162,10 +163,10 @@ typedef enum kt_op { KT_OP_N = 0, KT_OP_T = 1 } kt_op;
  * C = beta C and A and B are not read.  With beta == 0, C is not read.  C
  * must not overlap A or B. */
 typedef struct kt_matmul_desc {
-  kt_dtype type;         /* of A and B */
+  kt_dtype type; /* of A and B */
   kt_op op_a, op_b;
-  int64_t M, N, K;       /* each >= 0 */
-  int64_t batch;         /* >= 1; 0 in a zeroed desc is taken as 1 */
+  int64_t M, N, K; /* each >= 0 */
+  int64_t batch;   /* >= 1; 0 in a zeroed desc is taken as 1 */
   float alpha, beta;
   const void *A;
   int64_t lda, stride_a;
