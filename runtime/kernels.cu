@@ -25,14 +25,19 @@ extern "C" int kt_transpose_f32(const void *args, cudaStream_t stream)
 namespace
 {
 
-/* Rows of C over blockIdx.x (a grid-stride loop past the grid), batch
- * entries over blockIdx.y (likewise), columns over the threads. */
-__global__ void __launch_bounds__(256) scale(kt_scale_args a)
+/* A block of 256 threads covers 256 / tx rows of C, tx threads along each
+ * (tx the power of two at or above the columns, at most 256), so that a
+ * C of a few columns does not leave most of a block's threads idle (a
+ * block a row did: 255 of 256 at N = 1).  Row groups over blockIdx.x and
+ * batch entries over blockIdx.y, each in a grid-stride loop past the
+ * grid's limits. */
+__global__ void __launch_bounds__(256) scale(kt_scale_args a, int tx)
 {
+  const int ty = blockDim.x / tx, lx = threadIdx.x % tx, ly = threadIdx.x / tx;
   for (long long b = blockIdx.y; b < a.batch; b += gridDim.y)
-    for (long long r = blockIdx.x; r < a.rows; r += gridDim.x) {
+    for (long long r = (long long)blockIdx.x * ty + ly; r < a.rows; r += (long long)gridDim.x * ty) {
       float *row = a.C + b * a.stride_c + r * a.ldc;
-      for (long long c = threadIdx.x; c < a.cols; c += blockDim.x)
+      for (long long c = lx; c < a.cols; c += tx)
         row[c] = a.beta == 0.0f ? 0.0f : a.beta * row[c];
     }
 }
@@ -44,8 +49,12 @@ extern "C" int kt_scale_f32(const void *args, cudaStream_t stream)
   const kt_scale_args *a = (const kt_scale_args *)args;
   if (a->rows <= 0 || a->cols <= 0 || a->batch <= 0 || a->beta == 1.0f)
     return (int)cudaSuccess; /* nothing to change */
-  const long long rows = a->rows < 65535 ? a->rows : 65535, batch = a->batch < 65535 ? a->batch : 65535;
-  return (int)kt_launch_kernel(scale, dim3((unsigned)rows, (unsigned)batch), dim3(256), 0, stream, *a);
+  int tx = 1;
+  while (tx < a->cols && tx < 256)
+    tx *= 2;
+  const long long groups = (a->rows + 256 / tx - 1) / (256 / tx);
+  const long long gx = groups < 65535 ? groups : 65535, gy = a->batch < 65535 ? a->batch : 65535;
+  return (int)kt_launch_kernel(scale, dim3((unsigned)gx, (unsigned)gy), dim3(256), 0, stream, *a, tx);
 }
 
 extern "C" int kt_scratch_alloc(const void *args, cudaStream_t stream)

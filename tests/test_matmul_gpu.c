@@ -336,37 +336,51 @@ Test(matmul_gpu, k_zero_or_alpha_zero_scales_c_and_reads_neither_operand)
   kt_close(ctx);
 }
 
-/* The scaling kernel's grid stops at 65535 rows and 65535 batch entries
- * and loops past them: a C of more rows (kt_matmul) and a batch of more
- * entries (kt_matmul_ex) are scaled whole, nothing past them touched. */
+/* The scaling kernel covers 256 / tx rows a block, tx threads along each
+ * (the power of two at or above N, at most 256), its grid stopping at
+ * 65535 row groups and 65535 batch entries and looping past them.  C is
+ * scaled whole and nothing past it is touched: a column of more rows than
+ * 65535 groups of 256 hold (kt_matmul), a batch of more entries than the
+ * grid (kt_matmul_ex), rows longer than a block's 256 threads and rows of
+ * a few columns that are not a power of two (kt_matmul, C padded). */
 Test(matmul_gpu, k_zero_scales_c_past_the_scaling_grid)
 {
   kt_context *ctx;
   cr_assert_eq(kt_open(&ctx, NULL), KT_OK);
-  enum { TALL = 70001, CN = TALL + 1 };
+  static const struct {
+    int64_t rows, cols, ldc, batch;
+  } calls[] = {{65535LL * 256 + 37, 1, 1, 1}, {1, 1, 1, 70001}, {37, 300, 301, 1}, {1001, 5, 7, 1}};
+  enum { CN = 65535 * 256 + 64 };
   float *C, *host = malloc(CN * sizeof(float)), *back = malloc(CN * sizeof(float));
+  cr_assert(host && back);
   CUDA_OK(cudaMalloc((void **)&C, CN * sizeof(float)));
   kt_rng r = {fresh_seed()};
-  for (int way = 0; way < 2; ++way) {
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
+    const int64_t rows = calls[i].rows, cols = calls[i].cols, ldc = calls[i].ldc, batch = calls[i].batch;
+    cr_assert_leq(batch * rows * ldc, CN);
     for (int e = 0; e < CN; ++e)
       host[e] = (float)(kt_rng_next(&r) % 2001) / 1000.0f - 1.0f;
     CUDA_OK(cudaMemcpy(C, host, CN * sizeof(float), cudaMemcpyHostToDevice));
     int rc;
-    if (way == 0) /* TALL rows of one column */
-      rc = kt_matmul(ctx, TALL, 1, 0, 1.0f, C, 1, C, 1, -0.5f, C, 1, NULL);
-    else { /* TALL entries of 1 x 1 */
+    if (batch == 1)
+      rc = kt_matmul(ctx, rows, cols, 0, 1.0f, C, 1, C, cols, -0.5f, C, ldc, NULL);
+    else { /* entries of rows x cols, one after another */
       kt_matmul_desc d = {0};
-      d.type = KT_F32, d.op_a = KT_OP_N, d.op_b = KT_OP_N, d.M = 1, d.N = 1, d.K = 0, d.batch = TALL;
-      d.alpha = 1.0f, d.beta = -0.5f, d.A = C, d.lda = 1, d.B = C, d.ldb = 1, d.C = C, d.ldc = 1, d.stride_c = 1;
+      d.type = KT_F32, d.op_a = KT_OP_N, d.op_b = KT_OP_N, d.M = rows, d.N = cols, d.K = 0, d.batch = batch;
+      d.alpha = 1.0f, d.beta = -0.5f, d.A = C, d.lda = 1, d.B = C, d.ldb = cols, d.C = C, d.ldc = ldc;
+      d.stride_c = rows * ldc;
       rc = kt_matmul_ex(ctx, &d, NULL);
     }
-    cr_assert_eq(rc, KT_OK, "way %d: %s", way, kt_strerror(rc));
+    cr_assert_eq(rc, KT_OK, "%lld x %lld, batch %lld: %s", (long long)rows, (long long)cols, (long long)batch,
+                 kt_strerror(rc));
     CUDA_OK(cudaMemcpy(back, C, CN * sizeof(float), cudaMemcpyDeviceToHost));
     int bad = 0;
-    for (int e = 0; e < CN && !bad; ++e) {
-      const float want = e < TALL ? -0.5f * host[e] : host[e];
+    for (int64_t e = 0; e < CN && !bad; ++e) {
+      const int64_t entry = e / (rows * ldc), col = e % ldc;
+      const float want = entry < batch && col < cols ? -0.5f * host[e] : host[e];
       bad = memcmp(&want, &back[e], sizeof want) != 0;
-      cr_expect(!bad, "way %d: C[%d] = %g, want %g", way, e, back[e], want);
+      cr_expect(!bad, "%lld x %lld, batch %lld: C[%lld] = %g, want %g", (long long)rows, (long long)cols,
+                (long long)batch, (long long)e, back[e], want);
     }
   }
   cudaFree(C);
