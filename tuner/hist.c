@@ -576,13 +576,16 @@ static void measure(void *state, const kt_variant *v, uint64_t seed, double best
   const kt_device_info *dev = &in->dev;
   const long long nbins = in->nbins;
   const size_t n = in->n;
-  /* Correctness first: fresh samples (some out of range), a misaligned
-   * and an aligned start, and a tiny n that is all head and tail. */
+  /* Correctness first: fresh samples (some out of range), starts 4 and 8
+   * bytes off 16 and an aligned one (a vector load of 8 bytes, or a head
+   * peeled by 16-byte steps, fails only at one of them), and a tiny n
+   * that is all head and tail. */
   kt_rng vr = {seed};
   kt_check c = {1, 0, 0, ""};
-  const size_t sizes[3] = {100003 + kt_rng_next(&vr) % 1000, 65536 + kt_rng_next(&vr) % 64, 7};
-  const int offsets[3] = {1, 0, 3};
-  for (int t = 0; t < 3 && c.ok; ++t)
+  const size_t sizes[4] = {100003 + kt_rng_next(&vr) % 1000, 65536 + kt_rng_next(&vr) % 64, 7,
+                           33331 + kt_rng_next(&vr) % 1000};
+  const int offsets[4] = {1, 0, 3, 2};
+  for (int t = 0; t < 4 && c.ok; ++t)
     kt_tune_hist_check_with(&in->check, v, dev, nbins, sizes[t], offsets[t], in->p.dist, kt_rng_next(&vr), &c);
   if (!c.ok) {
     kt_tune_result_set(r, &in->p, v, c.launch_failed ? "launch_failed" : "wrong", c.reason);
