@@ -221,6 +221,10 @@ int kt_open(kt_context **out, const kt_options *opts)
     open_error(opts, "ktune: device %d: give a CUDA device ordinal, or -1 for the current device", opts->device);
     return KT_ERR_BAD_DEVICE;
   }
+  /* Options are checked before CUDA is touched: a bad one initialises no
+   * device (finish_open checks it again for kt_open_described). */
+  if (opts && (opts->log_level < KT_LOG_ERROR || opts->log_level > KT_LOG_DEBUG))
+    return KT_ERR_BAD_OPTION;
   kt_device_info dev;
   char err[256];
   int rc = kt_device_query(opts ? opts->device : -1, &dev, err, sizeof err);

@@ -587,7 +587,9 @@ int kt_matmul_ex_choice(kt_context *c, const kt_matmul_desc *desc, kt_choice *ou
 {
   kt_matmul_desc x;
   int rc = kt_context_check(c);
-  if (rc == KT_OK && !out)
+  if (out)
+    memset(out, 0, sizeof *out); /* empty strings where the call is refused */
+  else if (rc == KT_OK)
     rc = KT_ERR_NULL_POINTER;
   if (rc == KT_OK)
     rc = load_desc(desc, &x);

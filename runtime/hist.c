@@ -204,7 +204,9 @@ int kt_histogram_choice(kt_context *c, const int32_t *samples, uint64_t n, const
                         kt_choice *out)
 {
   int rc = kt_context_check(c);
-  if (rc == KT_OK && !out)
+  if (out)
+    memset(out, 0, sizeof *out); /* empty strings where the call is refused */
+  else if (rc == KT_OK)
     rc = KT_ERR_NULL_POINTER;
   if (rc == KT_OK)
     rc = check(samples, n, bins, nbins);

@@ -1060,7 +1060,9 @@ int kt_matmul_choice(kt_context *c, int64_t M, int64_t N, int64_t K, const float
                      int64_t ldb, const float *C, int64_t ldc, kt_choice *out)
 {
   int rc = kt_context_check(c);
-  if (rc == KT_OK && !out)
+  if (out)
+    memset(out, 0, sizeof *out); /* empty strings where the call is refused */
+  else if (rc == KT_OK)
     rc = KT_ERR_NULL_POINTER;
   if (rc == KT_OK)
     rc = check(M, N, K, A, lda, B, ldb, C, ldc);

@@ -31,6 +31,17 @@ TestSuite(api, .init = setup, .fini = teardown);
 #define SAMPLES ((const int32_t *)0x40000)
 #define BINS ((uint32_t *)0x50000)
 
+/* A choice function that refuses a call leaves no stale text in its
+ * kt_choice: ch, filled with 'x' before the call, has only "" strings. */
+static void expect_cleared(const kt_choice *ch, int rc, const char *fn)
+{
+  if (rc == KT_OK)
+    return;
+  cr_assert(ch->variant[0] == '\0' && ch->matched[0] == '\0' && ch->reason[0] == '\0' && ch->source[0] == '\0' &&
+                ch->tuned == 0,
+            "%s refused the call (%s) but left its kt_choice filled", fn, kt_strerror(rc));
+}
+
 /* Every entry point that checks matmul arguments, with one set of them. */
 static void expect_matmul(kt_context *c, int want, int64_t M, int64_t N, int64_t K, const float *a, int64_t lda,
                           const float *b, int64_t ldb, float *cc, int64_t ldc)
@@ -42,7 +53,9 @@ static void expect_matmul(kt_context *c, int want, int64_t M, int64_t N, int64_t
                kt_strerror(rc), want, kt_strerror(want));
   if (want == KT_ERR_NOT_DEVICE_POINTER)
     want = KT_OK; /* the choice does not look at the memory */
+  memset(&ch, 'x', sizeof ch);
   rc = kt_matmul_choice(c, M, N, K, a, lda, b, ldb, cc, ldc, &ch);
+  expect_cleared(&ch, rc, "kt_matmul_choice");
   cr_assert_eq(rc, want, "kt_matmul_choice(M %lld N %lld K %lld lda %lld ldb %lld ldc %lld) = %d (%s), want %d (%s)",
                (long long)M, (long long)N, (long long)K, (long long)lda, (long long)ldb, (long long)ldc, rc,
                kt_strerror(rc), want, kt_strerror(want));
@@ -56,7 +69,9 @@ static void expect_hist(kt_context *c, int want, const int32_t *samples, uint64_
                (long long)nbins, rc, kt_strerror(rc), want, kt_strerror(want));
   if (want == KT_ERR_NOT_DEVICE_POINTER)
     want = KT_OK;
+  memset(&ch, 'x', sizeof ch);
   rc = kt_histogram_choice(c, samples, n, bins, nbins, &ch);
+  expect_cleared(&ch, rc, "kt_histogram_choice");
   cr_assert_eq(rc, want, "kt_histogram_choice(n %llu nbins %lld) = %d (%s), want %d (%s)", (unsigned long long)n,
                (long long)nbins, rc, kt_strerror(rc), want, kt_strerror(want));
 }
@@ -149,6 +164,11 @@ Test(api, bad_log_level_is_a_bad_option)
   cr_assert_null(c);
   o.log_level = -1;
   cr_assert_eq(kt_open_described(&c, &dev, &o), KT_ERR_BAD_OPTION);
+  cr_assert_null(c);
+  /* kt_open refuses it before it asks CUDA for a device: the same code with
+   * a GPU or without one (where the device query would say NO_DEVICE). */
+  o.log_level = 42;
+  cr_assert_eq(kt_open(&c, &o), KT_ERR_BAD_OPTION);
   cr_assert_null(c);
 }
 
@@ -363,7 +383,9 @@ static void expect_ex(const kt_matmul_desc *d, int want, const char *what)
                kt_strerror(want));
   if (want == KT_ERR_NOT_DEVICE_POINTER)
     want = KT_OK; /* the choice does not look at the memory */
+  memset(&ch, 'x', sizeof ch);
   rc = kt_matmul_ex_choice(ctx, d, &ch);
+  expect_cleared(&ch, rc, "kt_matmul_ex_choice");
   cr_assert_eq(rc, want, "%s: kt_matmul_ex_choice = %d (%s), want %d (%s)", what, rc, kt_strerror(rc), want,
                kt_strerror(want));
 }

@@ -71,7 +71,7 @@ typedef struct CUstream_st *kt_stream;
   X(KT_ERR_UNKNOWN_VARIANT, 20, "no variant of that name exists in this build")                   \
   X(KT_ERR_DB_DAMAGED, 21, "the tuning database is damaged (it fails SQLite's integrity checks)") \
   X(KT_ERR_DB_MISSING, 22, "the tuning database does not exist")                                  \
-  X(KT_ERR_BAD_STRIDE, 23, "a batch stride makes two outputs of the batch overlap")               \
+  X(KT_ERR_BAD_STRIDE, 23, "a batch stride is negative or makes two outputs overlap")             \
   X(KT_ERR_BAD_TYPE, 24, "an input type or an op is not one of kt_dtype or kt_op")                \
   X(KT_ERR_DEVICE_MEMORY, 25, "out of GPU memory: the call's scratch could not be allocated")
 
@@ -103,7 +103,7 @@ typedef struct kt_options {
                                  else the installed ones; "" = none */
 } kt_options;
 
-/* The options that kt_open(ctx, NULL) uses. */
+/* The options that kt_open(ctx, NULL) uses.  Thread-safe. */
 KT_API kt_options kt_default_options(void);
 
 /* Open a context on a device and load its tuned winners (once; no SQL on the
@@ -155,7 +155,8 @@ typedef enum kt_op { KT_OP_N = 0, KT_OP_T = 1 } kt_op;
  * op(A) is M x K: A is stored M x K (op N, lda >= K) or K x M (op T,
  * lda >= M); op(B) is K x N: B is stored K x N (op N, ldb >= N) or N x K
  * (op T, ldb >= K); C is M x N (ldc >= N).  X[b] starts stride_x elements
- * after X[b-1]; A's and B's strides may be 0 (one operand for the whole
+ * after X[b-1]; every stride is >= 0 (KT_ERR_BAD_STRIDE, even where batch
+ * is 1); A's and B's may be 0 (one operand for the whole
  * batch), C's must keep the outputs apart: each entry after the last
  * element of the one before, or side by side in the rows of one wider C
  * (stride_c >= N and (batch - 1) * stride_c + N <= ldc).  As in BLAS (and
@@ -203,7 +204,9 @@ KT_API int kt_matmul_ex(kt_context *ctx, const kt_matmul_desc *desc, kt_stream s
 KT_API int kt_histogram(kt_context *ctx, const int32_t *samples, uint64_t n, uint32_t *bins, int64_t nbins,
                         kt_stream stream);
 
-/* Why a call would use the variant it uses. */
+/* Why a call would use the variant it uses.  The *_choice functions below
+ * clear it first: where they refuse the call (any code but KT_OK), every
+ * string in it is "". */
 typedef struct kt_choice {
   char variant[96]; /* registry name, as in generated/<family>/<variant>.cu */
   int tuned;        /* 1: a tuned winner; 0: the untuned default */
@@ -231,10 +234,12 @@ KT_API int kt_histogram_choice(kt_context *ctx, const int32_t *samples, uint64_t
                                kt_choice *out);
 
 /* A one-line description of the context's device ("NVIDIA H100 80GB HBM3,
- * sm_90, 132 SMs").  Valid until kt_close. */
+ * sm_90, 132 SMs").  Valid until kt_close; "(no context)" for NULL or a
+ * closed context.  Thread-safe. */
 KT_API const char *kt_device_name(const kt_context *ctx);
 
-/* Number of tuned problems loaded for this device (for inspection). */
+/* Number of tuned problems loaded for this device (for inspection); 0
+ * also for NULL or a closed context.  Thread-safe. */
 KT_API int kt_tuned_count(const kt_context *ctx);
 
 /* On-line tuning of kt_matmul (FP32, op N, N), off by default.  With
