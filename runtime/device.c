@@ -42,6 +42,7 @@ int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
   if (ordinal < 0) {
     if ((e = cudaGetDevice(&ordinal)) != cudaSuccess) {
       snprintf(err, errlen, "cudaGetDevice: %s", cudaGetErrorString(e));
+      cudaGetLastError(); /* reported here, not left for the application's next check */
       return KT_ERR_CUDA;
     }
   }
@@ -52,6 +53,7 @@ int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
   struct cudaDeviceProp p;
   if ((e = cudaGetDeviceProperties(&p, ordinal)) != cudaSuccess) {
     snprintf(err, errlen, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
+    cudaGetLastError();
     return KT_ERR_CUDA;
   }
   memset(out, 0, sizeof *out);
