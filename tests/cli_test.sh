@@ -132,6 +132,13 @@ run explain histogram lots
 expect "explain histogram with a bad bin count: exit 2" 2 "NBINS"
 run explain hist 256 --frobnicate
 expect "explain: an unknown option: exit 2" 2 "unknown option"
+run explain matmul -1 64 64
+expect "explain matmul with a negative size: exit 2, a bad size (not an option)" 2 "M N K"
+printf '\001\002\377\200\033[31mx\n' >"$work/noise" # control bytes, bytes past ASCII, an escape sequence
+run tune --matmul "@$work/noise"
+if [ "$rc" -eq 2 ] && grep -q "bad shape" "$work/stderr" && ! LC_ALL=C grep -q '[^[:print:][:space:]]' "$work/stderr"; then
+  ok "tune --matmul @FILE of noise: exit 2, its bytes not sent to the terminal"
+else not_ok "tune --matmul @FILE of noise: exit 2, its bytes not sent to the terminal"; fi
 
 # ---- list ------------------------------------------------------------------
 run list
@@ -163,6 +170,14 @@ expect "show: a file that is not a database: exit 1, says so" 1 "not a ktune tun
 mkdir "$work/folder.db"
 run show --db "$work/folder.db"
 expect "show: a database that cannot be read: exit 1, says so" 1 "cannot be opened or read"
+run import --db "$work/import.db" "$work/folder.db"
+expect "import of a folder: exit 1, says it is a folder" 1 "is a folder"
+(unset KTUNE_DB XDG_DATA_HOME HOME && "$ktune" show >"$work/stdout" 2>"$work/stderr")
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q "no home folder" "$work/stderr" && ! grep -q -- "--help" "$work/stderr" &&
+  grep -q "^system database" "$work/stdout"; then
+  ok "show without a home folder: a note, the system database, exit 0"
+else not_ok "show without a home folder: a note, the system database, exit 0"; fi
 
 # ---- what needs a GPU ----------------------------------------------------------
 if ! nvidia-smi -L >/dev/null 2>&1; then

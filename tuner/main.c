@@ -12,6 +12,7 @@
  * Every command takes --help; list, show, explain and tune take --json
  * (tuner.h, cli.c: the conventions).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,7 +207,7 @@ static int explain(int argc, char **argv)
       return KT_CLI_USAGE;
     if (r == 1)
       continue;
-    if (argv[i][0] == '-' && argv[i][1])
+    if (argv[i][0] == '-' && argv[i][1] && !isdigit((unsigned char)argv[i][1])) /* -1: a size, refused below */
       return kt_cli_usage_error("explain", "unknown option '%s'", argv[i]);
     if (nargs == (int)(sizeof args / sizeof args[0]))
       return kt_cli_usage_error("explain", "too many arguments");
@@ -298,7 +299,7 @@ static void usage(FILE *f)
              "'ktune COMMAND --help' describes a command and its options.\n"
              "Exit status: 0 success, 1 failure (no GPU, a database that cannot be read...), 2 bad arguments.\n"
              "Environment: KTUNE_DB (the user database), KTUNE_SYSTEM_DB (the shipped results; \"\" for none),\n"
-             "KTUNE_LOG=warn|info|debug (the library's messages on stderr).\n");
+             "KTUNE_LOG=error|warn|info|debug (the library's messages on stderr).\n");
 }
 
 static int run(int argc, char **argv)

@@ -325,7 +325,14 @@ static int add_shape(const char *where, const char *item, kt_problem *out, int *
   kt_problem p;
   /* The family's parse holds the sizes to 1..KT_MATMUL_MAX_DIM. */
   if (kt_family_get(KT_FAMILY_MATMUL)->parse(item, &p) != 0) {
-    snprintf(err, errlen, "%s: bad shape '%s' (MxNxK, each 1..%d)", where, item, KT_MATMUL_MAX_DIM);
+    /* A file of anything may come through @FILE: its bytes are not sent
+     * to the terminal as they are. */
+    char shown[64];
+    size_t i = 0;
+    for (; item[i] && i + 1 < sizeof shown; ++i)
+      shown[i] = item[i] >= 0x20 && item[i] < 0x7f ? item[i] : '?';
+    shown[i] = '\0';
+    snprintf(err, errlen, "%s: bad shape '%s' (MxNxK, each 1..%d)", where, shown, KT_MATMUL_MAX_DIM);
     return -1;
   }
   if (*n == max) {

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "kt_internal.h"
 #include "registry.h"
@@ -232,9 +233,16 @@ int kt_results_cli_show(int argc, char **argv)
     return 0;
   }
   char user[1024], sys[1024];
-  const int have_user = db_path("show", &a, user, sizeof user) == 0;
-  if (a.db && !have_user)
-    return 2;
+  /* No home folder is no usage error here: the system layer is still worth
+   * showing, and show reads only (tune, which writes, stops there). */
+  int have_user;
+  if (a.db) {
+    if (db_path("show", &a, user, sizeof user) != 0)
+      return 2;
+    have_user = 1;
+  } else if (!(have_user = kt_results_user_path(user, sizeof user) == KT_OK))
+    fprintf(stderr, "ktune show: no home folder for the user database (set KTUNE_DB or pass --db); the system "
+                    "database alone follows\n");
   sys[0] = 0; /* the system layer's path, where it would be even when it is not there */
   if (!a.db)
     kt_results_system_path(NULL, sys, sizeof sys);
@@ -337,6 +345,12 @@ static char *read_text(const char *path, char *err, size_t errlen)
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    return NULL;
+  }
+  struct stat st;
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) { /* fopen opens a folder; reading it fails */
+    fclose(f);
+    snprintf(err, errlen, "%s: is a folder, not an export", path);
     return NULL;
   }
   char *buf = NULL;
