@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <cuda_runtime_api.h>
@@ -116,15 +117,21 @@ __attribute__((format(printf, 3, 4))) static void logf_(void *ctx, int level, co
     fprintf(c->log_stream, "%s\n", buf);
 }
 
-/* $KTUNE_LOG: the level of messages sent to stderr when no callback is set;
- * -1 when unset or not one of the names. */
+/* $KTUNE_LOG: the level of messages sent to stderr when no callback is set
+ * (the names in any case); -1 when unset or empty.  Any other value asked
+ * for a log and would get silence: said once a process on stderr. */
 static int env_log_level(void)
 {
   static const char *const names[] = {"error", "warn", "info", "debug"};
+  static int told;
   const char *e = getenv("KTUNE_LOG");
-  for (int i = 0; e && i < 4; ++i)
-    if (strcmp(e, names[i]) == 0)
+  if (!e || !*e)
+    return -1;
+  for (int i = 0; i < 4; ++i)
+    if (strcasecmp(e, names[i]) == 0)
       return i;
+  if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+    fprintf(stderr, "ktune: KTUNE_LOG=%.40s is not error, warn, info or debug: no log\n", e);
   return -1;
 }
 

@@ -8,6 +8,8 @@
 
 #include "kt_test.h"
 
+#include <criterion/redirect.h>
+
 static kt_context *ctx;
 
 /* A context on a described device with no tuning database. */
@@ -692,4 +694,39 @@ Test(api, matmul_ex_choice_names_a_variant_for_the_type)
               kt_gemm_type_name(t));
     cr_assert_eq(ch.tuned, 0);
   }
+}
+
+/* ---- KTUNE_LOG ------------------------------------------------------------ */
+
+static void redirect_stderr(void)
+{
+  cr_redirect_stderr();
+}
+
+/* A KTUNE_LOG that names no level asked for a log it would not get: said
+ * once a process on stderr (two contexts open here), nothing else. */
+Test(api_log, a_ktune_log_of_no_level_is_said_once, .init = redirect_stderr)
+{
+  setenv("KTUNE_LOG", "bogus", 1);
+  kt_close(kt_test_open_no_db());
+  kt_close(kt_test_open_no_db());
+  kt_test_rmdir();
+  fflush(stderr);
+  cr_assert_stderr_eq_str("ktune: KTUNE_LOG=bogus is not error, warn, info or debug: no log\n");
+}
+
+/* The level names in any case: KTUNE_LOG=INFO logs what info does (the
+ * databases read), and says nothing of the value. */
+Test(api_log, ktune_log_takes_its_names_in_any_case, .init = redirect_stderr)
+{
+  setenv("KTUNE_LOG", "INFO", 1);
+  kt_close(kt_test_open_no_db());
+  kt_test_rmdir();
+  fflush(stderr);
+  char buf[4096] = "";
+  FILE *f = cr_get_redirected_stderr();
+  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  cr_assert(strstr(buf, "is not error") == NULL, "%s", buf);
+  cr_assert(n > 0, "KTUNE_LOG=INFO logged nothing");
 }
