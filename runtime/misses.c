@@ -237,11 +237,17 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* left by a process of our pid that died */
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-  if (!f) {
-    if (fd >= 0)
-      close(fd);
+  if (fd < 0) {
     snprintf(err, errlen, "writing %s: %s", tmp, strerror(errno));
+    return KT_ERR_DB_WRITE;
+  }
+  /* From here on, every failure removes tmp: it is ours, and nobody else's
+   * to clean up. */
+  FILE *f = fdopen(fd, "w");
+  if (!f) {
+    snprintf(err, errlen, "writing %s: %s", tmp, strerror(errno));
+    close(fd);
+    unlink(tmp);
     return KT_ERR_DB_WRITE;
   }
   fprintf(f, "# ktune: problems served without a tuned entry of their own; `ktune tune --misses` tunes them\n"

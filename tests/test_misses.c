@@ -5,6 +5,8 @@
  *
  *   make build/tests/test_misses && build/tests/test_misses --jobs=1
  */
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sys/stat.h>
 
@@ -25,6 +27,21 @@ static void teardown(void)
 }
 
 TestSuite(misses, .init = setup, .fini = teardown);
+
+/* fdopen as the library calls it: libc's, unless a test asks the next one
+ * that opens for writing to fail, as it does when out of memory. */
+static int fail_next_fdopen_w;
+
+FILE *fdopen(int fd, const char *mode)
+{
+  if (mode[0] == 'w' && fail_next_fdopen_w) {
+    fail_next_fdopen_w = 0;
+    errno = ENOMEM;
+    return NULL;
+  }
+  FILE *(*libc)(int, const char *) = (FILE * (*)(int, const char *)) dlsym(RTLD_NEXT, "fdopen");
+  return libc(fd, mode);
+}
 
 /* Fake device addresses: never dereferenced, only their alignment matters. */
 #define A16 ((const float *)0x10000)
@@ -332,6 +349,18 @@ Test(misses, a_link_in_place_of_the_temporary_file_is_not_followed)
   cr_expect(len == 8 && memcmp(text, "keep me\n", len) == 0, "the link's target was written");
   free(text);
   cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 1);
+}
+
+Test(misses, a_failed_write_leaves_no_temporary_file)
+{
+  char path[PATH_MAX], err[PATH_MAX + 200];
+  kt_test_path(path, sizeof path, "x.db.misses");
+  kt_misses_entry e = {
+      .fingerprint = "GPU|sm_90", .problem = kt_test_matmul_problem(1, 2, 3), .key = "1x2x3", .count = 1};
+  fail_next_fdopen_w = 1;
+  cr_expect_eq(kt_misses_write(path, &e, 1, err, sizeof err), KT_ERR_DB_WRITE);
+  cr_assert_eq(fail_next_fdopen_w, 0, "the write opened no file through fdopen");
+  cr_expect_eq(kt_test_dir_entries(), 0, "a temporary file was left behind");
 }
 
 Test(misses, ktune_misses_off_keeps_none)
