@@ -411,7 +411,8 @@ typedef struct kt_misses_entry {
  * malloc'd (free it).  A missing file has none. */
 KT_INTERNAL int kt_misses_read(const char *path, kt_misses_entry **out, int *n);
 /* Replace the file with e[0..n), the most counted first, at most
- * KT_MISSES_FILE_MAX (e is sorted in place); n == 0 removes it. */
+ * KT_MISSES_FILE_MAX (e is sorted in place), in the old file's mode; n ==
+ * 0 removes it. */
 KT_INTERNAL int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size_t errlen);
 /* Merge m's problems, as misses of device fingerprint, into the file
  * (counts added).  Nothing is written when m holds none. */

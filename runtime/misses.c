@@ -12,10 +12,10 @@
  * key as the family's key() writes it ("1000x1000x3" or "nbins=300
  * n=1000").  A close merges its misses into the file (counts added), keeps
  * the KT_MISSES_FILE_MAX most counted lines and replaces the file whole
- * (a temporary file renamed over it): a reader never sees half a file.
- * Two processes closing at once may lose one's counts, never the file.
- * Lines that do not read (another version's, a family this build lacks)
- * are dropped when the file is next written.
+ * (a temporary file renamed over it, given the old file's mode): a reader
+ * never sees half a file.  Two processes closing at once may lose one's
+ * counts, never the file.  Lines that do not read (another version's, a
+ * family this build lacks) are dropped when the file is next written.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -233,17 +233,22 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
     snprintf(err, errlen, "%s: path too long", path);
     return KT_ERR_DB_WRITE;
   }
+  /* The new file keeps the old one's mode (a private file stays private),
+   * and is private until it has it. */
+  struct stat old;
+  const int had = lstat(path, &old) == 0 && S_ISREG(old.st_mode);
+  const mode_t mode = had ? 0600 : 0644;
   /* A file of our own: never through a link, never one that is there. */
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* left by a process of our pid that died */
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) {
     snprintf(err, errlen, "writing %s: %s", tmp, strerror(errno));
     return KT_ERR_DB_WRITE;
   }
   /* From here on, every failure removes tmp: it is ours, and nobody else's
    * to clean up. */
-  FILE *f = fdopen(fd, "w");
+  FILE *f = had && fchmod(fd, old.st_mode & 07777) != 0 ? NULL : fdopen(fd, "w");
   if (!f) {
     snprintf(err, errlen, "writing %s: %s", tmp, strerror(errno));
     close(fd);

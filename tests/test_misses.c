@@ -351,6 +351,30 @@ Test(misses, a_link_in_place_of_the_temporary_file_is_not_followed)
   cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 1);
 }
 
+/* The file is replaced, not rewritten: the new one takes the old one's
+ * mode, so a file made private stays private. */
+Test(misses, a_rewrite_keeps_the_files_mode)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8];
+  kt_test_path(db, sizeof db, "user.db");
+  kt_misses_path(db, path, sizeof path);
+  umask(022);
+  const mode_t modes[] = {0, 0600, 0640, 0664}; /* 0: no file yet */
+  for (int i = 0; i < 4; ++i) {
+    if (modes[i])
+      cr_assert_eq(chmod(path, modes[i]), 0);
+    kt_context *ctx = open_db(&dev, db, NULL);
+    matmul(ctx, 100, 200, 300);
+    kt_close(ctx);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0);
+    const mode_t want = modes[i] ? modes[i] : 0644; /* a new file: 0644 less the umask */
+    cr_expect_eq(sb.st_mode & 07777, want, "mode %o, not %o", (unsigned)(sb.st_mode & 07777), (unsigned)want);
+  }
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 4);
+}
+
 Test(misses, a_failed_write_leaves_no_temporary_file)
 {
   char path[PATH_MAX], err[PATH_MAX + 200];
