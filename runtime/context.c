@@ -14,14 +14,19 @@
  * has the format), and nowhere else: not without a user database path, not
  * where that is the system database, not into a folder that does not exist
  * (the library makes no folders), not with KTUNE_MISSES=off.  Any failure there is logged and
- * dropped: closing never fails.
+ * dropped: closing never fails.  Where they go is fixed at kt_open: a
+ * relative database path names a file of the folder current then, as it
+ * did for the database.
  */
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cuda_runtime_api.h>
 
@@ -41,6 +46,7 @@ struct kt_context {
   uintptr_t checked[64]; /* pointers already found to be device memory */
   void *pool;            /* scratch pool of the device (kt_device_pool) */
   kt_misses *misses;     /* problems served without their own tuned entry; NULL: none kept */
+  char user_db[PATH_MAX + 1024]; /* the user database's path made absolute at open; "": none */
   kt_race *race;         /* on-line tuning (online.c); NULL only when out of memory */
 };
 
@@ -167,6 +173,21 @@ static void release_states(kt_context *c)
       kt_families[f]->release(c->state[f]);
 }
 
+/* The user database's path as the folder current now names it, for
+ * kt_close to keep the misses beside (see the top); "" when there is no
+ * current folder to name it by. */
+static void absolute_user_db(kt_context *c)
+{
+  const char *db = c->results.layer[0].path;
+  char cwd[PATH_MAX];
+  if (!db[0] || db[0] == '/')
+    snprintf(c->user_db, sizeof c->user_db, "%s", db);
+  else if (getcwd(cwd, sizeof cwd))
+    snprintf(c->user_db, sizeof c->user_db, "%s/%s", cwd, db);
+  else
+    logf_(c, KT_LOG_DEBUG, "ktune: misses will not be kept: no current folder to find %s in (%s)", db, strerror(errno));
+}
+
 /* Shared by kt_open and kt_open_described: everything after the device. */
 static int finish_open(kt_context **out, const kt_device_info *dev, int described, const kt_options *opts)
 {
@@ -201,6 +222,8 @@ static int finish_open(kt_context **out, const kt_device_info *dev, int describe
   const char *keep = getenv("KTUNE_MISSES");
   if (rc == KT_OK && !(keep && strcmp(keep, "off") == 0))
     c->misses = kt_misses_new();
+  if (rc == KT_OK && c->misses)
+    absolute_user_db(c);
   int online = 0;
   if (kt_race_parse(getenv("KTUNE_ONLINE"), &online) != KT_OK)
     logf_(c, KT_LOG_WARN, "ktune: KTUNE_ONLINE=%s is not off, on or 2..%d: on-line tuning stays off",
@@ -261,9 +284,9 @@ int kt_open_described(kt_context **out, const kt_device_info *dev, const kt_opti
 static void save_misses(const kt_context *c)
 {
   const kt_results_layer *user = &c->results.layer[0], *sys = &c->results.layer[1];
-  char path[1100], dir[1100], err[1400];
-  if (!c->misses || !user->path[0] || strcmp(user->path, sys->path) == 0 ||
-      kt_misses_path(user->path, path, sizeof path) != KT_OK)
+  char path[PATH_MAX + 1040], dir[PATH_MAX + 1040], err[PATH_MAX + 1400];
+  if (!c->misses || !c->user_db[0] || strcmp(user->path, sys->path) == 0 ||
+      kt_misses_path(c->user_db, path, sizeof path) != KT_OK)
     return;
   /* Beside a tuning database, or where one will be made; never beside a
    * file refused as one (another program's, a folder, a newer schema...). */
@@ -274,11 +297,10 @@ static void save_misses(const kt_context *c)
   }
   snprintf(dir, sizeof dir, "%s", path);
   char *slash = strrchr(dir, '/');
-  if (slash)
-    *(slash == dir ? slash + 1 : slash) = 0;
+  *(slash == dir ? slash + 1 : slash) = 0; /* absolute: there is a slash */
   struct stat sb;
-  if (stat(slash ? dir : ".", &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-    logf_((void *)c, KT_LOG_DEBUG, "ktune: misses not kept: no folder %s", slash ? dir : ".");
+  if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+    logf_((void *)c, KT_LOG_DEBUG, "ktune: misses not kept: no folder %s", dir);
     return;
   }
   err[0] = 0;

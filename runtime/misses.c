@@ -228,7 +228,7 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
   qsort(e, (size_t)n, sizeof *e, most_counted);
   if (n > KT_MISSES_FILE_MAX)
     n = KT_MISSES_FILE_MAX;
-  char tmp[1100];
+  char tmp[PATH_MAX + 1100];
   if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp) {
     snprintf(err, errlen, "%s: path too long", path);
     return KT_ERR_DB_WRITE;

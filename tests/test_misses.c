@@ -351,6 +351,26 @@ Test(misses, a_link_in_place_of_the_temporary_file_is_not_followed)
   cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 1);
 }
 
+/* A relative database path names a file of the folder current at kt_open
+ * (the database was read from there): an application that changes folder
+ * before it closes keeps its misses beside that database all the same. */
+Test(misses, a_relative_database_path_is_resolved_when_the_context_opens)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char here[PATH_MAX], opened[PATH_MAX], closed[PATH_MAX], db[PATH_MAX];
+  cr_assert_not_null(getcwd(here, sizeof here));
+  cr_assert_eq(mkdir(kt_test_path(opened, sizeof opened, "opened"), 0755), 0);
+  cr_assert_eq(mkdir(kt_test_path(closed, sizeof closed, "closed"), 0755), 0);
+  cr_assert_eq(chdir(opened), 0);
+  kt_context *ctx = open_db(&dev, "user.db", NULL);
+  cr_assert_eq(chdir(closed), 0);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  cr_assert_eq(chdir(here), 0);
+  cr_expect(!kt_test_exists(kt_test_path(db, sizeof db, "closed/user.db.misses")), "kept where the close ran");
+  cr_expect_eq(file_count(kt_test_path(db, sizeof db, "opened/user.db"), dev.fingerprint, "matmul", "100x200x300"), 1);
+}
+
 /* The file is replaced, not rewritten: the new one takes the old one's
  * mode, so a file made private stays private. */
 Test(misses, a_rewrite_keeps_the_files_mode)
