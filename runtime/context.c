@@ -16,9 +16,14 @@
  * (the library makes no folders), not with KTUNE_MISSES=off.  Any failure there is logged and
  * dropped: closing never fails.  Where they go is fixed at kt_open: a
  * relative database path names a file of the folder current then, as it
- * did for the database.
+ * did for the database.  A folder this user cannot write (a shared or
+ * read-only database's) is said at info level only: no close there could
+ * keep them, nor a tune write the database.  Other failures warn once a
+ * process, then at info level too: an application that opens and closes
+ * contexts by the thousand must not fill its log with one fact.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -280,6 +285,9 @@ int kt_open_described(kt_context **out, const kt_device_info *dev, const kt_opti
   return finish_open(out, dev, 1, opts);
 }
 
+/* Whether kt_close has warned of misses it could not keep (see the top). */
+static int misses_warned;
+
 /* See the top: where misses are kept, and that nothing here fails. */
 static void save_misses(const kt_context *c)
 {
@@ -303,10 +311,19 @@ static void save_misses(const kt_context *c)
     logf_((void *)c, KT_LOG_DEBUG, "ktune: misses not kept: no folder %s", dir);
     return;
   }
+  if (faccessat(AT_FDCWD, dir, W_OK, AT_EACCESS) != 0) {
+    logf_((void *)c, KT_LOG_INFO,
+          "ktune: misses not kept: folder %s is read-only for this user (%s), and so is the database in it", dir,
+          strerror(errno));
+    return;
+  }
   err[0] = 0;
   const int rc = kt_misses_save(c->misses, c->dev.fingerprint, path, err, sizeof err);
-  if (rc != KT_OK)
-    logf_((void *)c, KT_LOG_WARN, "ktune: misses not kept: %s (%s)", kt_strerror(rc), err);
+  if (rc != KT_OK) {
+    const int first = !__atomic_exchange_n(&misses_warned, 1, __ATOMIC_RELAXED);
+    logf_((void *)c, first ? KT_LOG_WARN : KT_LOG_INFO, "ktune: misses not kept: %s%s", err[0] ? err : kt_strerror(rc),
+          first ? " (warned once a process; later ones at info level)" : "");
+  }
 }
 
 void kt_close(kt_context *c)
