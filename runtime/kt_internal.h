@@ -407,12 +407,18 @@ typedef struct kt_misses_entry {
   long long count;
 } kt_misses_entry;
 
+/* The first line of every misses file ktune has written: what shows a file
+ * at the path to be ktune's, to replace (misses.c).  Never change it. */
+#define KT_MISSES_HEADER "# ktune: problems served without a tuned entry of their own; `ktune tune --misses` tunes them"
+
 /* Every line of the file that reads (with a family of this build); *out is
- * malloc'd (free it).  A missing file has none. */
-KT_INTERNAL int kt_misses_read(const char *path, kt_misses_entry **out, int *n);
+ * malloc'd (free it).  A missing file has none.  KT_ERR_DB_FOREIGN where
+ * something not ktune's is at path (a link, not a regular file, no
+ * header): to be left as it is.  err says why on any failure. */
+KT_INTERNAL int kt_misses_read(const char *path, kt_misses_entry **out, int *n, char *err, size_t errlen);
 /* Replace the file with e[0..n), the most counted first, at most
  * KT_MISSES_FILE_MAX (e is sorted in place), in the old file's mode; n ==
- * 0 removes it. */
+ * 0 removes it.  Only after kt_misses_read has found the file ktune's. */
 KT_INTERNAL int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size_t errlen);
 /* Merge m's problems, as misses of device fingerprint, into the file
  * (counts added).  Nothing is written when m holds none. */

@@ -7,7 +7,8 @@
  * addressing over KT_MISSES_PROBES slots; a problem that finds no room is
  * dropped (and counted), so memory is bounded whatever the calls.
  *
- * On disk: <user database>.misses, text, one miss a line,
+ * On disk: <user database>.misses, text: the line KT_MISSES_HEADER, a
+ * comment line that names the fields, then one miss a line,
  *   fingerprint <TAB> family <TAB> key <TAB> count
  * key as the family's key() writes it ("1000x1000x3" or "nbins=300
  * n=1000").  A close merges its misses into the file (counts added), keeps
@@ -16,6 +17,16 @@
  * never sees half a file.  Two processes closing at once may lose one's
  * counts, never the file.  Lines that do not read (another version's, a
  * family this build lacks) are dropped when the file is next written.
+ *
+ * The path is the user's to use, so only a file of ours is ever replaced
+ * or removed: a regular file (not a link: the link would be replaced by a
+ * file, or another file written through it) whose first line is the
+ * header.  Anything else there is left as it is, and the caller is told.
+ * An empty file is not ours either: ktune never leaves one (it removes the
+ * file rather than empty it, and a rename shows no half-written file), so
+ * someone else made it (touch, or a shell's `>` before its first write),
+ * and replacing it would race their writer or break their inode (links,
+ * owner).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -187,18 +198,55 @@ static int read_line(char *line, kt_misses_entry *e)
   return 1;
 }
 
-int kt_misses_read(const char *path, kt_misses_entry **out, int *n)
+int kt_misses_read(const char *path, kt_misses_entry **out, int *n, char *err, size_t errlen)
 {
   *out = NULL;
   *n = 0;
-  FILE *f = fopen(path, "r");
-  if (!f)
-    return errno == ENOENT ? KT_OK : KT_ERR_DB_OPEN;
-  kt_misses_entry *e = malloc(sizeof *e * (KT_MISSES_FILE_MAX + 1));
-  char line[1024];
+  /* No link followed, and no FIFO's open left waiting for a writer: what
+   * is there must first show itself a file of ours (see the top). */
+  const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  struct stat sb;
+  if (fd < 0 && errno == ENOENT)
+    return KT_OK;
+  if (fd < 0 && errno == ELOOP && lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+    snprintf(err, errlen, "%s is a link, and misses are never written through one; it is left as it is", path);
+    return KT_ERR_DB_FOREIGN;
+  }
+  if (fd < 0 || fstat(fd, &sb) != 0) {
+    snprintf(err, errlen, "reading %s: %s", path, strerror(errno));
+    if (fd >= 0)
+      close(fd);
+    return KT_ERR_DB_OPEN;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    snprintf(err, errlen, "%s is not a regular file; it is left as it is", path);
+    close(fd);
+    return KT_ERR_DB_FOREIGN;
+  }
+  FILE *f = fdopen(fd, "r");
+  kt_misses_entry *e = f ? malloc(sizeof *e * (KT_MISSES_FILE_MAX + 1)) : NULL;
   if (!e) {
+    const int rc = f ? KT_ERR_NO_MEMORY : KT_ERR_DB_OPEN;
+    snprintf(err, errlen, "reading %s: %s", path, strerror(errno));
+    if (f)
+      fclose(f);
+    else
+      close(fd);
+    return rc;
+  }
+  char line[1024];
+  const size_t hlen = strlen(KT_MISSES_HEADER);
+  if (!fgets(line, sizeof line, f) || strncmp(line, KT_MISSES_HEADER, hlen) != 0 ||
+      line[hlen + strspn(line + hlen, "\r\n")] != 0) {
+    const int bad = ferror(f);
+    if (bad)
+      snprintf(err, errlen, "reading %s: %s", path, strerror(errno));
+    else
+      snprintf(err, errlen, "%s is not ktune's misses file (%s); it is left as it is", path,
+               sb.st_size == 0 ? "it is empty" : "its first line is not ktune's header");
     fclose(f);
-    return KT_ERR_NO_MEMORY;
+    free(e);
+    return bad ? KT_ERR_DB_OPEN : KT_ERR_DB_FOREIGN;
   }
   while (*n < KT_MISSES_FILE_MAX && fgets(line, sizeof line, f))
     *n += read_line(line, &e[*n]);
@@ -236,7 +284,11 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
   /* The new file keeps the old one's mode (a private file stays private),
    * and is private until it has it. */
   struct stat old;
-  const int had = lstat(path, &old) == 0 && S_ISREG(old.st_mode);
+  const int had = lstat(path, &old) == 0;
+  if (had && !S_ISREG(old.st_mode)) {
+    snprintf(err, errlen, "%s is not a regular file; it is left as it is", path);
+    return KT_ERR_DB_FOREIGN;
+  }
   const mode_t mode = had ? 0600 : 0644;
   /* A file of our own: never through a link, never one that is there. */
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
@@ -255,8 +307,7 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
     unlink(tmp);
     return KT_ERR_DB_WRITE;
   }
-  fprintf(f, "# ktune: problems served without a tuned entry of their own; `ktune tune --misses` tunes them\n"
-             "# fingerprint\tfamily\tkey\tcount\n");
+  fprintf(f, "%s\n# fingerprint\tfamily\tkey\tcount\n", KT_MISSES_HEADER);
   for (int i = 0; i < n; ++i)
     fprintf(f, "%s\t%s\t%s\t%lld\n", e[i].fingerprint, kt_family_name(e[i].problem.family), e[i].key, e[i].count);
   const int bad = ferror(f);
@@ -282,11 +333,12 @@ int kt_misses_save(const kt_misses *m, const char *fingerprint, const char *path
   long long *c = malloc(sizeof *c * KT_MISSES_SLOTS);
   kt_misses_entry *e = NULL;
   int n = 0, rc = p && c ? KT_OK : KT_ERR_NO_MEMORY;
+  err[0] = 0;
   const int np = rc == KT_OK ? kt_misses_get(m, p, c, KT_MISSES_SLOTS) : 0;
   if (rc == KT_OK && np == 0)
     goto done; /* nothing to add: the file stays as it is */
-  if (rc == KT_OK && (rc = kt_misses_read(path, &e, &n)) != KT_OK)
-    snprintf(err, errlen, "reading %s: %s", path, strerror(errno));
+  if (rc == KT_OK)
+    rc = kt_misses_read(path, &e, &n, err, errlen);
   if (rc == KT_OK) {
     kt_misses_entry *all = realloc(e, sizeof *e * (size_t)(n + np + 1));
     if (!all)
@@ -308,7 +360,7 @@ int kt_misses_save(const kt_misses *m, const char *fingerprint, const char *path
   }
   if (rc == KT_OK)
     rc = kt_misses_write(path, e, n, err, errlen);
-  else if (rc == KT_ERR_NO_MEMORY)
+  else if (rc == KT_ERR_NO_MEMORY && !err[0])
     snprintf(err, errlen, "out of memory");
 done:
   free(p), free(c), free(e);
@@ -318,11 +370,9 @@ done:
 int kt_misses_forget(const char *path, const char *fingerprint, const kt_problem *p, int np, char *err, size_t errlen)
 {
   kt_misses_entry *e = NULL;
-  int n = 0, rc = kt_misses_read(path, &e, &n);
-  if (rc != KT_OK) {
-    snprintf(err, errlen, "reading %s: %s", path, rc == KT_ERR_DB_OPEN ? strerror(errno) : kt_strerror(rc));
+  int n = 0, rc = kt_misses_read(path, &e, &n, err, errlen);
+  if (rc != KT_OK)
     return rc;
-  }
   int kept = 0, removed = 0;
   for (int i = 0; i < n; ++i) {
     int hit = 0;

@@ -134,7 +134,8 @@ static long long file_count(const char *db, const char *fingerprint, const char 
   kt_misses_path(db, path, sizeof path);
   kt_misses_entry *e = NULL;
   int n = 0;
-  cr_assert_eq(kt_misses_read(path, &e, &n), KT_OK);
+  char err[PATH_MAX + 200];
+  cr_assert_eq(kt_misses_read(path, &e, &n, err, sizeof err), KT_OK, "%s", err);
   long long c = 0;
   for (int i = 0; i < n; ++i)
     if (!strcmp(e[i].fingerprint, fingerprint) && !strcmp(kt_family_name(e[i].problem.family), family) &&
@@ -330,10 +331,10 @@ Test(misses, a_refused_database_gets_no_misses_file)
 Test(misses, a_count_saturates_rather_than_wraps)
 {
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  char db[PATH_MAX], path[PATH_MAX + 8], text[512];
+  char db[PATH_MAX], path[PATH_MAX + 8], text[1024];
   kt_test_path(db, sizeof db, "user.db");
   kt_misses_path(db, path, sizeof path);
-  snprintf(text, sizeof text, "%s\tmatmul\t100x200x300\t%lld\n", dev.fingerprint, LLONG_MAX);
+  snprintf(text, sizeof text, "%s\n%s\tmatmul\t100x200x300\t%lld\n", KT_MISSES_HEADER, dev.fingerprint, LLONG_MAX);
   kt_test_write_file(path, text);
   kt_context *ctx = open_db(&dev, db, NULL);
   matmul(ctx, 100, 200, 300);
@@ -361,6 +362,65 @@ Test(misses, a_link_in_place_of_the_temporary_file_is_not_followed)
   cr_expect(len == 8 && memcmp(text, "keep me\n", len) == 0, "the link's target was written");
   free(text);
   cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 1);
+}
+
+/* The misses file's path may hold a file of the user's own: kt_close
+ * replaces only a file ktune wrote (its first line the header), and says
+ * so of anything else, which it leaves as it is. */
+Test(misses, a_file_that_is_not_ktunes_is_left_as_it_is_and_a_warning_says_so)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char dir[PATH_MAX], db[PATH_MAX], path[PATH_MAX + 8];
+  cr_assert_eq(mkdir(kt_test_path(dir, sizeof dir, "m"), 0755), 0);
+  kt_test_path(db, sizeof db, "m/results"); /* no database: one would be made there */
+  kt_misses_path(db, path, sizeof path);
+  const char *notes[] = {"my notes\nimportant\n", "", "# fingerprint\tfamily\tkey\tcount\n"};
+  for (int i = 0; i < 3; ++i) {
+    kt_test_write_file(path, notes[i]);
+    log_capture log;
+    kt_context *ctx = open_db_logged(&dev, db, &log, KT_LOG_INFO);
+    matmul(ctx, 100, 200, 300);
+    kt_close(ctx);
+    size_t len;
+    char *text = (char *)kt_test_slurp(path, &len);
+    cr_expect(len == strlen(notes[i]) && memcmp(text, notes[i], len) == 0, "the file was replaced: \"%.*s\"", (int)len,
+              text);
+    free(text);
+    /* A warning the first time; after it, at info level (see below). */
+    const int level = i == 0 ? KT_LOG_WARN : KT_LOG_INFO;
+    cr_expect_eq(log.misses[level], 1, "not said for \"%s\"", notes[i]);
+    cr_expect_not_null(strstr(log.last[level], "not ktune's"), "%s", log.last[level]);
+  }
+  cr_expect_eq(kt_test_dir_entries(), 1, "a temporary file was left behind");
+}
+
+/* A link where the misses file goes is the user's: it is neither replaced
+ * by a file nor written through, even to a misses file of ktune's. */
+Test(misses, a_link_in_place_of_the_file_is_left_as_it_is)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8], target[PATH_MAX], err[PATH_MAX + 200];
+  kt_test_path(db, sizeof db, "x.db");
+  kt_misses_path(db, path, sizeof path);
+  kt_test_path(target, sizeof target, "elsewhere.misses");
+  kt_misses_entry e = {.problem = kt_test_matmul_problem(1, 2, 3), .key = "1x2x3", .count = 7};
+  snprintf(e.fingerprint, sizeof e.fingerprint, "%s", dev.fingerprint);
+  cr_assert_eq(kt_misses_write(target, &e, 1, err, sizeof err), KT_OK, "%s", err);
+  size_t before, after;
+  char *old = (char *)kt_test_slurp(target, &before);
+  cr_assert_eq(symlink(target, path), 0);
+  log_capture log;
+  kt_context *ctx = open_db(&dev, db, &log);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  struct stat sb;
+  cr_expect(lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode), "the link was replaced");
+  char *now = (char *)kt_test_slurp(target, &after);
+  cr_expect(before == after && memcmp(old, now, before) == 0, "the link's target was written");
+  free(old), free(now);
+  cr_expect_eq(log.misses[KT_LOG_WARN], 1);
+  cr_expect_not_null(strstr(log.last[KT_LOG_WARN], "is a link"), "%s", log.last[KT_LOG_WARN]);
+  cr_expect_eq(kt_test_dir_entries(), 2, "a temporary file was left behind");
 }
 
 /* A relative database path names a file of the folder current at kt_open
@@ -519,7 +579,7 @@ Test(misses, memory_and_the_file_are_bounded)
   cr_assert_eq(kt_misses_write(path, e, many, err, sizeof err), KT_OK, "%s", err);
   free(e);
   int back = 0;
-  cr_assert_eq(kt_misses_read(path, &e, &back), KT_OK);
+  cr_assert_eq(kt_misses_read(path, &e, &back, err, sizeof err), KT_OK, "%s", err);
   cr_expect_eq(back, KT_MISSES_FILE_MAX);
   long long least = LLONG_MAX;
   for (int i = 0; i < back; ++i)
@@ -531,22 +591,23 @@ Test(misses, memory_and_the_file_are_bounded)
 Test(misses, lines_that_do_not_read_are_dropped_and_the_rest_merged)
 {
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  char db[PATH_MAX], path[PATH_MAX + 8], text[2048];
+  char db[PATH_MAX], path[PATH_MAX + 8], text[4096], err[PATH_MAX + 200];
   kt_test_path(db, sizeof db, "user.db");
   kt_misses_path(db, path, sizeof path);
   snprintf(text, sizeof text,
+           "%s\n"
            "# a comment\n"
            "%s\tmatmul\t100x200x300\t4\n"
-           "%s\tmatmul\t100x200\t4\n"      /* not a shape */
-           "%s\tnosuch\t100x200x300\t4\n"  /* no such family */
-           "%s\tmatmul\t1x2x3\t-1\n"       /* a bad count */
+           "%s\tmatmul\t100x200\t4\n"     /* not a shape */
+           "%s\tnosuch\t100x200x300\t4\n" /* no such family */
+           "%s\tmatmul\t1x2x3\t-1\n"      /* a bad count */
            "only one field\n"
            "%s\thist\tnbins=300 n=5000\t2\n",
-           dev.fingerprint, dev.fingerprint, dev.fingerprint, dev.fingerprint, dev.fingerprint);
+           KT_MISSES_HEADER, dev.fingerprint, dev.fingerprint, dev.fingerprint, dev.fingerprint, dev.fingerprint);
   kt_test_write_file(path, text);
   kt_misses_entry *e = NULL;
   int n = 0;
-  cr_assert_eq(kt_misses_read(path, &e, &n), KT_OK);
+  cr_assert_eq(kt_misses_read(path, &e, &n, err, sizeof err), KT_OK, "%s", err);
   free(e);
   cr_expect_eq(n, 2);
   kt_context *ctx = open_db(&dev, db, NULL);
@@ -567,13 +628,14 @@ Test(misses, forgetting_removes_only_that_devices_lines_of_those_problems)
   char path[PATH_MAX], err[512], text[1024];
   kt_test_path(path, sizeof path, "user.db.misses");
   snprintf(text, sizeof text,
-           "A\tmatmul\t1x2x3\t4\nA\tmatmul\t4x5x6\t1\nB\tmatmul\t1x2x3\t2\nA\thist\tnbins=300 n=5000\t2\n");
+           "%s\nA\tmatmul\t1x2x3\t4\nA\tmatmul\t4x5x6\t1\nB\tmatmul\t1x2x3\t2\nA\thist\tnbins=300 n=5000\t2\n",
+           KT_MISSES_HEADER);
   kt_test_write_file(path, text);
   kt_problem p[2] = {kt_test_matmul_problem(1, 2, 3), kt_test_hist_problem(300, 5000, "uniform")};
   cr_assert_eq(kt_misses_forget(path, "A", p, 2, err, sizeof err), KT_OK, "%s", err);
   kt_misses_entry *e = NULL;
   int n = 0;
-  cr_assert_eq(kt_misses_read(path, &e, &n), KT_OK);
+  cr_assert_eq(kt_misses_read(path, &e, &n, err, sizeof err), KT_OK, "%s", err);
   cr_assert_eq(n, 2);
   int a456 = 0, b123 = 0;
   for (int i = 0; i < n; ++i) {

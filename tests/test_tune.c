@@ -965,10 +965,11 @@ static void write_misses(const char *db, const kt_device_info *gpu)
   char path[PATH_MAX + 8], text[2048];
   kt_misses_path(db, path, sizeof path);
   snprintf(text, sizeof text,
+           "%s\n"
            "%s\tmatmul\t48x40x24\t3\n"
            "%s\thist\tnbins=300 n=1000\t1\n"
            "Another GPU|sm_80|108 SMs|40960 MiB\tmatmul\t7x7x7\t9\n",
-           gpu->fingerprint, gpu->fingerprint);
+           KT_MISSES_HEADER, gpu->fingerprint, gpu->fingerprint);
   kt_test_write_file(path, text);
 }
 
@@ -988,7 +989,8 @@ Test(tune_resume, misses_tunes_exactly_the_recorded_misses_of_this_gpu_and_clear
   /* Tuned: gone from the file; another GPU's stay. */
   kt_misses_entry *e = NULL;
   int n = 0;
-  cr_assert_eq(kt_misses_read(path, &e, &n), KT_OK);
+  char err[PATH_MAX + 200];
+  cr_assert_eq(kt_misses_read(path, &e, &n, err, sizeof err), KT_OK, "%s", err);
   cr_expect_eq(n, 1);
   cr_expect(n == 1 && strcmp(e[0].key, "7x7x7") == 0);
   free(e);
@@ -1013,6 +1015,23 @@ Test(tune_resume, a_default_problem_list_takes_the_misses_too_and_a_given_one_do
   const int defaults = problems("histogram", NULL, "1000", "uniform", d, 64); /* as many as the defaults are */
   cr_assert_gt(defaults, 0);
   cr_expect_eq(log_lines("measured.log"), 5 * (defaults + 1) + 5);
+}
+
+/* A file of someone else's where the misses file goes holds no misses: the
+ * tune goes on without them and leaves the file as it is. */
+Test(tune_resume, a_file_that_is_not_ktunes_in_the_misses_place_is_read_as_none_and_left_alone)
+{
+  kt_device_info gpu = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX], path[PATH_MAX + 8];
+  kt_test_path(db, sizeof db, "user.db");
+  kt_misses_path(db, path, sizeof path);
+  kt_test_write_file(path, "my notes\n");
+  cr_assert_eq(tune_with(db, &gpu, "--matmul", "64x64x64", NULL, NULL, NULL, NULL), 0);
+  cr_expect_eq(measured("64x64x64"), 5);
+  size_t len;
+  char *text = (char *)kt_test_slurp(path, &len);
+  cr_expect(len == 9 && memcmp(text, "my notes\n", len) == 0, "the file was changed");
+  free(text);
 }
 
 /* ---- make tune SHAPES=FILE ------------------------------------------------- */

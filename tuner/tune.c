@@ -449,13 +449,17 @@ static void take_recorded(void *user, const kt_measurement *m)
 static int add_misses(const kt_tune_opts *o, const group *groups, int ng, kt_problem (*probs)[MAX_PROBLEMS], int *np,
                       kt_problem *taken)
 {
-  char path[1100];
+  char path[1100], err[1400];
   kt_misses_entry *e = NULL;
   int n = 0, ntaken = 0, rc;
   if (kt_misses_path(o->db, path, sizeof path) != KT_OK)
     return 0;
-  if ((rc = kt_misses_read(path, &e, &n)) != KT_OK) {
-    fprintf(stderr, "ktune tune: reading %s: %s\n", path, strerror(errno));
+  /* Someone else's file in the misses file's place holds no misses: the
+   * tune goes on without (and kt_misses_forget leaves it alone). */
+  if ((rc = kt_misses_read(path, &e, &n, err, sizeof err)) == KT_ERR_DB_FOREIGN)
+    fprintf(stderr, "ktune tune: no misses read: %s\n", err);
+  else if (rc != KT_OK) {
+    fprintf(stderr, "ktune tune: %s\n", err);
     return -1;
   }
   for (int f = 0; f < kt_tune_family_count; ++f) {
