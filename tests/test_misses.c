@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "kt_test.h"
 
@@ -497,6 +498,68 @@ Test(misses, a_failure_is_warned_of_once_a_process_and_said_at_info_level_after)
     cr_expect_eq(log.misses[KT_LOG_INFO], i > 0, "close %d: %d at info level", i, log.misses[KT_LOG_INFO]);
     cr_expect_not_null(strstr(log.last[i == 0 ? KT_LOG_WARN : KT_LOG_INFO], "misses not kept"));
   }
+}
+
+/* In a child process: a context on db that misses 100x200x300 and a shape
+ * of its own (1000 + id)x7x7, and closes when go (a pipe; NULL: at once)
+ * reaches its end.  Exits 0 when all went well. */
+static pid_t close_in_child(const kt_device_info *dev, const char *db, int id, const int *go)
+{
+  const pid_t pid = fork();
+  if (pid != 0)
+    return pid;
+  kt_options o = kt_default_options();
+  o.db_path = db;
+  o.system_db_path = "";
+  kt_context *ctx = NULL;
+  kt_choice c;
+  if (kt_open_described(&ctx, dev, &o) != KT_OK ||
+      kt_matmul_choice(ctx, 100, 200, 300, A16, 300, A16, 200, A16, 200, &c) != KT_OK ||
+      kt_matmul_choice(ctx, 1000 + id, 7, 7, A16, 7, A16, 7, A16, 7, &c) != KT_OK)
+    _exit(1);
+  char byte;
+  if (go && (close(go[1]) != 0 || read(go[0], &byte, 1) != 0))
+    _exit(2);
+  kt_close(ctx);
+  _exit(0);
+}
+
+static void wait_ok(pid_t pid)
+{
+  int st = 0;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+  cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "a child failed (%d)", st);
+}
+
+/* Processes that close one after another add their counts up; processes
+ * that close at once may lose one another's counts (misses.c), but leave a
+ * whole file of ktune's and no temporary file. */
+Test(misses, processes_closing_in_turn_add_up_and_at_once_leave_a_whole_file)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "user.db");
+  enum { TURNS = 4, AT_ONCE = 8 };
+  for (int i = 0; i < TURNS; ++i)
+    wait_ok(close_in_child(&dev, db, i, NULL));
+  cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), TURNS);
+  for (int i = 0; i < TURNS; ++i) {
+    char key[32];
+    snprintf(key, sizeof key, "%dx7x7", 1000 + i);
+    cr_expect_eq(file_count(db, dev.fingerprint, "matmul", key), 1, "%s", key);
+  }
+  int go[2];
+  cr_assert_eq(pipe(go), 0);
+  pid_t pid[AT_ONCE];
+  for (int i = 0; i < AT_ONCE; ++i)
+    cr_assert_gt(pid[i] = close_in_child(&dev, db, TURNS + i, go), 0);
+  close(go[0]);
+  close(go[1]); /* every child's read returns now */
+  for (int i = 0; i < AT_ONCE; ++i)
+    wait_ok(pid[i]);
+  const long long n = file_count(db, dev.fingerprint, "matmul", "100x200x300");
+  cr_expect(n > TURNS && n <= TURNS + AT_ONCE, "%lld", n);
+  cr_expect_eq(kt_test_dir_entries(), 1, "a temporary file was left behind");
 }
 
 Test(misses, ktune_misses_off_keeps_none)
