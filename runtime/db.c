@@ -8,15 +8,15 @@
  * since-regenerated variant set are never dispatched.
  *
  * Safety rules: a file is checked before anything is written to it (a
- * foreign, newer, non-SQLite or damaged file is refused untouched); writers
- * use WAL, a busy timeout and BEGIN IMMEDIATE, so concurrent tuners
- * serialise instead of losing rows.
+ * foreign, newer, non-SQLite or damaged file is refused untouched, with
+ * its -wal and -shm); writers use WAL, a busy timeout and BEGIN IMMEDIATE,
+ * so concurrent tuners serialise instead of losing rows.
  *
  * Readers must not need write access: a WAL file can only be read by
  * someone who may create its -shm beside it.  So the last writer to close
  * returns the file to a rollback journal, which plain read-only opens can
- * read, and a reader that still finds a WAL file it cannot join opens it
- * immutable (see open_checked).
+ * read, and a reader that still finds a WAL file it cannot join reads it
+ * without locks (see open_checked).
  *
  * The file's text form, for moving results between files (ktune export and
  * import), is at the end.
@@ -119,15 +119,15 @@ static int inspect(sqlite3 *h, char *err, size_t len)
   return 1;
 }
 
-/* A damaged file may read as ours and still break on a write.  Before a
- * write, SQLite's integrity_check, which also finds rows missing from an
- * index (quick_check does not); before a read, the cheaper quick_check
- * (the pages and b-trees).  1 when the file passes; otherwise err says
- * what was found.  The file is small (kt_db_prune bounds it). */
-static int check_ok(sqlite3 *h, int mode, const char *path, char *err, size_t len)
+/* A damaged file may read as ours and still break on a write.  `full`,
+ * before a write: SQLite's integrity_check, which also finds rows missing
+ * from an index (quick_check does not); before a read, the cheaper
+ * quick_check (the pages and b-trees).  1 when the file passes; otherwise
+ * err says what was found.  The file is small (kt_db_prune bounds it). */
+static int check_ok(sqlite3 *h, int full, const char *path, char *err, size_t len)
 {
   sqlite3_stmt *st = NULL;
-  const char *sql = mode == KT_DB_WRITE ? "PRAGMA integrity_check(1)" : "PRAGMA quick_check(1)";
+  const char *sql = full ? "PRAGMA integrity_check(1)" : "PRAGMA quick_check(1)";
   int ok = sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK;
   const char *got = NULL;
   if (ok && sqlite3_step(st) == SQLITE_ROW)
@@ -176,79 +176,167 @@ static int file_uri(const char *path, const char *q, char *buf, size_t len)
   return (size_t)snprintf(buf + n, len - n, "?%s", q) < len - n;
 }
 
-/* Open and classify (inspect, then quick_check) in one read transaction:
- * inspect() reads three values, which must be one snapshot, or a schema
- * that another tuner commits between the reads looks like a foreign
- * database (tables, no application_id).  Returns inspect's state (0 new,
- * 1 ours) with *out open, or a KT_ERR_* with *out NULL.
- *
- * A reader first opens the file plainly, read-only.  If it cannot read it
- * that way because the file is in WAL mode and the reader may not create
- * the -shm beside it (no write access to the file or its folder), it opens
- * it again immutable: SQLite then reads the file as it is, without locks.
- * That is safe here because such a file was last closed by a tuner that
- * could not return it to a rollback journal only while another connection
- * held it, and a reader without write access cannot be that connection. */
-static int open_checked(const char *path, int mode, sqlite3 **out, char *err, size_t errlen)
+/* The size of path's companion `suffix` ("-wal", "-shm"), or -1 when there
+ * is none. */
+static long long side_size(const char *path, const char *suffix)
 {
-  *out = NULL;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    sqlite3 *h = NULL;
-    char uri[4096 + 32];
-    int flags = mode == KT_DB_WRITE ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
-    /* A file, whatever its name: SQLite takes ":memory:" and (with URIs
-     * on, as distributions build it) "file:..." for other things, where
-     * an import would vanish on close.  "./" keeps them file names. */
-    char plain[4096 + 8];
-    const char *name = path;
-    if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
-      if ((size_t)snprintf(plain, sizeof plain, "./%s", path) >= sizeof plain) {
-        snprintf(err, errlen, "cannot open '%s': path too long", path);
-        return KT_ERR_DB_OPEN;
-      }
-      name = plain;
-    }
-    if (attempt == 1) {
-      if (!file_uri(name, "immutable=1", uri, sizeof uri))
-        break;
-      name = uri;
-      flags |= SQLITE_OPEN_URI;
-    }
-    int rc = sqlite3_open_v2(name, &h, flags | SQLITE_OPEN_FULLMUTEX, NULL);
-    if (rc != SQLITE_OK) {
-      snprintf(err, errlen, "cannot open '%s': %s", path, h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
-      sqlite3_close(h);
+  char side[4096 + 8];
+  struct stat sb;
+  if ((size_t)snprintf(side, sizeof side, "%s%s", path, suffix) >= sizeof side || stat(side, &sb) != 0)
+    return -1;
+  return (long long)sb.st_size;
+}
+
+/* Open name (as a URI with the query q, if any) without classifying it.
+ * Until kt_db_open knows the file is ours, closing it must not checkpoint
+ * a WAL into it: that writes the file and deletes its -wal. */
+static int open_handle(const char *path, const char *name, int flags, const char *q, sqlite3 **out, int *why, char *err,
+                       size_t errlen)
+{
+  char uri[4096 + 64];
+  if (q) {
+    if (!file_uri(name, q, uri, sizeof uri)) {
+      snprintf(err, errlen, "cannot open '%s': path too long", path);
       return KT_ERR_DB_OPEN;
     }
-    sqlite3_busy_timeout(h, BUSY_MS);
-    sqlite3_exec(h, "BEGIN", NULL, NULL, NULL);
-    int state = inspect(h, err, errlen);
-    const int why = state == KT_ERR_DB_OPEN ? sqlite3_extended_errcode(h) : SQLITE_OK;
-    if (state == 1 && !check_ok(h, mode, path, err, errlen))
-      state = KT_ERR_DB_DAMAGED;
-    sqlite3_exec(h, "COMMIT", NULL, NULL, NULL);
-    if (state == 0 || state == 1) {
-      *out = h;
-      return state;
-    }
-    sqlite3_close(h);
-    /* A write that another program left unfinished, or holds still, is
-     * no damage, and the file must not be read around it. */
-    if (why == SQLITE_READONLY_ROLLBACK)
-      snprintf(err, errlen,
-               "an interrupted write left '%s-journal' beside it, which only a writer may roll back "
-               "(the next ktune tune of this file does)",
-               path);
-    else if ((why & 0xff) == SQLITE_BUSY || (why & 0xff) == SQLITE_LOCKED)
-      snprintf(err, errlen, "'%s' stayed locked by another connection for %d s", path, BUSY_MS / 1000);
-    /* Only a reader that could not read a WAL file, because it may not
-     * create or map the -shm beside it, tries again. */
-    const int no_shm =
-        ((why & 0xff) == SQLITE_READONLY && why != SQLITE_READONLY_ROLLBACK) || (why & 0xff) == SQLITE_CANTOPEN;
-    if (!(no_shm && mode == KT_DB_READ && attempt == 0 && access(path, R_OK) == 0))
-      return state;
+    name = uri;
+    flags |= SQLITE_OPEN_URI;
   }
-  return KT_ERR_DB_OPEN;
+  sqlite3 *h = NULL;
+  int rc = sqlite3_open_v2(name, &h, flags | SQLITE_OPEN_FULLMUTEX, NULL);
+  if (rc != SQLITE_OK) {
+    *why = h ? sqlite3_extended_errcode(h) : rc;
+    snprintf(err, errlen, "cannot open '%s': %s", path, h ? sqlite3_errmsg(h) : sqlite3_errstr(rc));
+    sqlite3_close(h);
+    return KT_ERR_DB_OPEN;
+  }
+  sqlite3_db_config(h, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)NULL);
+  sqlite3_busy_timeout(h, BUSY_MS);
+  *out = h;
+  return KT_OK;
+}
+
+/* Classify in one read transaction: inspect() reads three values, which
+ * must be one snapshot, or a schema that another tuner commits between the
+ * reads looks like a foreign database (tables, no application_id).  Then,
+ * unless check is -1, check_ok as for that mode.  Returns inspect's state
+ * (0 new, 1 ours) with *h still open, or a KT_ERR_* with *h closed and NULL
+ * and *why SQLite's extended code. */
+static int classify(const char *path, sqlite3 **h, int check, int *why, char *err, size_t errlen)
+{
+  sqlite3_exec(*h, "BEGIN", NULL, NULL, NULL);
+  int state = inspect(*h, err, errlen);
+  *why = state == KT_ERR_DB_OPEN ? sqlite3_extended_errcode(*h) : SQLITE_OK;
+  if (state == 1 && check >= 0 && !check_ok(*h, check, path, err, errlen))
+    state = KT_ERR_DB_DAMAGED;
+  sqlite3_exec(*h, "COMMIT", NULL, NULL, NULL);
+  if (state != 0 && state != 1) {
+    sqlite3_close(*h);
+    *h = NULL;
+  }
+  return state;
+}
+
+/* Read the file's last committed state without taking a lock or creating
+ * or changing any file: beside a WAL, through SQLite's "unix-none" VFS in
+ * exclusive locking mode, which builds the WAL's index in memory instead of
+ * in a -shm file; without one, immutable (the file alone is the database).
+ * Without locks this is safe only while no connection writes the file, so
+ * it is used where none can: beside a -wal without a -shm, which every
+ * connection that writes a WAL keeps open. */
+static int open_unlocked(const char *path, const char *name, int with_wal, sqlite3 **h, int check, int *why, char *err,
+                         size_t errlen)
+{
+  const char *q = with_wal ? "vfs=unix-none" : "immutable=1";
+  int rc = open_handle(path, name, SQLITE_OPEN_READONLY, q, h, why, err, errlen);
+  if (rc == KT_OK && with_wal && sqlite3_exec(*h, "PRAGMA locking_mode=EXCLUSIVE", NULL, NULL, NULL) != SQLITE_OK) {
+    rc = fail(err, errlen, KT_ERR_DB_OPEN, "cannot read the database", *h);
+    sqlite3_close(*h);
+    *h = NULL;
+  }
+  return rc == KT_OK ? classify(path, h, check, why, err, errlen) : rc;
+}
+
+/* Open and classify.  Returns inspect's state (0 new, 1 ours) with *out
+ * open (read-write for KT_DB_WRITE), or a KT_ERR_* with *out NULL.  A file
+ * that is refused must be left as it was, -wal and -shm included, so
+ * nothing that could write to it opens it before it is known to be ours:
+ *
+ *  1. A verdict from the file as it lies, without locks (open_unlocked):
+ *     another program's file, or a newer ktune's, is refused here.  Where
+ *     a -shm says that some connection may be writing, from the main file
+ *     alone: what refuses a file (its application_id, a newer schema)
+ *     never changes in it once written.
+ *  2. A read-only connection, which can neither checkpoint a WAL nor roll
+ *     back a journal, classifies the live file and checks it.  A writer
+ *     reopens it read-write only when it is ours or empty, or when only a
+ *     writer can read it (a missing file, an interrupted write to roll
+ *     back, a WAL whose -shm a reader may not create).
+ *  3. A reader that could not read a WAL file, because it may not create
+ *     or map the -shm beside it (no write access to the file or its
+ *     folder), reads it without locks instead.  No connection can be
+ *     writing it then, or there would be a -shm.  A -wal that cannot be
+ *     read so is refused: reading the file around it would give results
+ *     that a killed tuner had already replaced. */
+static int open_checked(const char *path, int mode, int check, sqlite3 **out, char *err, size_t errlen)
+{
+  *out = NULL;
+  /* A file, whatever its name: SQLite takes ":memory:" and (with URIs
+   * on, as distributions build it) "file:..." for other things, where
+   * an import would vanish on close.  "./" keeps them file names. */
+  char plain[4096 + 8];
+  const char *name = path;
+  if (strcmp(path, ":memory:") == 0 || strncmp(path, "file:", 5) == 0) {
+    if ((size_t)snprintf(plain, sizeof plain, "./%s", path) >= sizeof plain) {
+      snprintf(err, errlen, "cannot open '%s': path too long", path);
+      return KT_ERR_DB_OPEN;
+    }
+    name = plain;
+  }
+  const long long wal = side_size(path, "-wal"), shm = side_size(path, "-shm");
+  sqlite3 *h = NULL;
+  int why = SQLITE_OK;
+  int state = open_unlocked(path, name, wal >= 0 && shm < 0, &h, -1, &why, err, errlen);
+  sqlite3_close(h);
+  if (state == KT_ERR_DB_FOREIGN || state == KT_ERR_DB_VERSION)
+    return state;
+  state = open_handle(path, name, SQLITE_OPEN_READONLY, NULL, &h, &why, err, errlen);
+  if (state == KT_OK)
+    state = classify(path, &h, check, &why, err, errlen);
+  const int no_shm =
+      ((why & 0xff) == SQLITE_READONLY && why != SQLITE_READONLY_ROLLBACK) || (why & 0xff) == SQLITE_CANTOPEN;
+  if (mode == KT_DB_WRITE && (state == 0 || state == 1)) {
+    sqlite3_close(h);
+    h = NULL;
+    if (open_handle(path, name, SQLITE_OPEN_READWRITE, NULL, &h, &why, err, errlen) != KT_OK)
+      return KT_ERR_DB_OPEN;
+  } else if (mode == KT_DB_WRITE && (no_shm || why == SQLITE_READONLY_ROLLBACK)) {
+    state = open_handle(path, name, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL, &h, &why, err, errlen);
+    if (state == KT_OK)
+      state = classify(path, &h, check, &why, err, errlen);
+  } else if (mode == KT_DB_READ && no_shm && access(path, R_OK) == 0) {
+    state = wal > 0 && shm >= 0 ? KT_ERR_DB_OPEN : open_unlocked(path, name, wal > 0, &h, check, &why, err, errlen);
+    if (state == KT_ERR_DB_OPEN && wal > 0)
+      snprintf(err, errlen,
+               "'%s-wal' holds writes not yet copied into the file, which this reader cannot read (nor use "
+               "'%s-shm'); read without them, the results would be stale until a writer opens the file (the "
+               "next ktune tune of it does)",
+               path, path);
+  }
+  if (state == 0 || state == 1) {
+    *out = h;
+    return state;
+  }
+  /* A write that another program left unfinished, or holds still, is
+   * no damage, and the file must not be read around it. */
+  if (why == SQLITE_READONLY_ROLLBACK)
+    snprintf(err, errlen,
+             "an interrupted write left '%s-journal' beside it, which only a writer may roll back "
+             "(the next ktune tune of this file does)",
+             path);
+  else if ((why & 0xff) == SQLITE_BUSY || (why & 0xff) == SQLITE_LOCKED)
+    snprintf(err, errlen, "'%s' stayed locked by another connection for %d s", path, BUSY_MS / 1000);
+  return state;
 }
 
 /* An empty file opened to read (touched, or left by a tuner that stopped
@@ -301,7 +389,7 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
     }
   }
   sqlite3 *h = NULL;
-  int state = open_checked(path, mode, &h, err, errlen);
+  int state = open_checked(path, mode, mode == KT_DB_WRITE, &h, err, errlen);
   if (state < 0 || state > 1)
     return state;
   if (mode == KT_DB_READ && state == 0 && temp_schema(h, err, errlen) != KT_OK) {
@@ -337,6 +425,8 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
       sqlite3_close(h);
       return state;
     }
+    /* Ours: its last writer checkpoints it on close again (open_handle). */
+    sqlite3_db_config(h, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 0, (int *)NULL);
   }
   kt_db *db = calloc(1, sizeof *db);
   if (!db) {

@@ -196,9 +196,9 @@ enum kt_db_mode { KT_DB_READ = 0, KT_DB_WRITE = 1 };
 
 /* Open (KT_DB_WRITE: create if missing) and check the file: a non-SQLite,
  * foreign, newer-schema or damaged (quick_check) file is refused with
- * KT_ERR_DB_* and never written; KT_DB_READ of a missing file is
- * KT_ERR_DB_MISSING.  Reading needs no write access to the file or its
- * folder.  err gets a one-line reason. */
+ * KT_ERR_DB_* and never written, nor its -wal; KT_DB_READ of a missing
+ * file is KT_ERR_DB_MISSING.  Reading needs no write access to the file or
+ * its folder.  err gets a one-line reason. */
 KT_INTERNAL int kt_db_open(kt_db **db, const char *path, int mode, char *err, size_t errlen);
 KT_INTERNAL void kt_db_close(kt_db *db);
 

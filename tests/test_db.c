@@ -43,11 +43,15 @@ static kt_db *open_ok(const char *path, int mode)
 }
 
 /* kt_db_open must refuse the file with `want` in both modes and leave every
- * byte of it as it was, with no journal or WAL beside it. */
+ * byte of it (and of a -wal beside it) as it was, with no journal, WAL or
+ * -shm added beside it. */
 static void assert_refused_untouched(const char *path, int want)
 {
-  size_t before_len, after_len;
+  char wal[PATH_MAX + 8];
+  snprintf(wal, sizeof wal, "%s-wal", path);
+  size_t before_len, after_len, wal_len = 0;
   unsigned char *before = kt_test_slurp(path, &before_len);
+  unsigned char *wal_before = kt_test_exists(wal) ? kt_test_slurp(wal, &wal_len) : NULL;
   int entries = kt_test_dir_entries();
   const int modes[] = {KT_DB_READ, KT_DB_WRITE};
   for (int i = 0; i < 2; ++i) {
@@ -63,8 +67,15 @@ static void assert_refused_untouched(const char *path, int want)
   cr_assert_eq(after_len, before_len, "file size changed: %zu -> %zu", before_len, after_len);
   cr_assert_eq(memcmp(before, after, before_len), 0, "file contents changed");
   cr_assert_eq(kt_test_dir_entries(), entries, "a journal or WAL file was left beside the refused file");
+  if (wal_before) {
+    cr_assert(kt_test_exists(wal), "the refused file's -wal was removed");
+    unsigned char *wal_after = kt_test_slurp(wal, &after_len);
+    cr_assert(after_len == wal_len && memcmp(wal_before, wal_after, wal_len) == 0, "the refused file's -wal changed");
+    free(wal_after);
+  }
   free(before);
   free(after);
+  free(wal_before);
 }
 
 /* ---- opening and checking files ----------------------------------------- */
@@ -209,6 +220,58 @@ Test(db, newer_schema_is_refused_untouched)
   kt_test_sql(path, sql);
   assert_refused_untouched(path, KT_ERR_DB_VERSION);
   cr_assert_eq(kt_test_sql_int(path, "PRAGMA user_version"), KT_DB_SCHEMA_VERSION + 1);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+  size_t len;
+  unsigned char *bytes = kt_test_slurp(from, &len);
+  FILE *f = fopen(to, "wb");
+  cr_assert_not_null(f, "cannot write %s", to);
+  cr_assert_eq(fwrite(bytes, 1, len, f), len);
+  cr_assert_eq(fclose(f), 0);
+  free(bytes);
+}
+
+/* path: a database in WAL mode as a crash leaves it, its writes (sql)
+ * committed to the -wal and not yet copied into the file, and no -shm.
+ * The writes go to live.db of the test directory (new, or a copy the
+ * caller made there), which is removed. */
+static void wal_left_by_a_crash(const char *path, const char *sql)
+{
+  char live[PATH_MAX], from[PATH_MAX + 8], to[PATH_MAX + 8];
+  kt_test_path(live, sizeof live, "live.db");
+  sqlite3 *h = NULL;
+  cr_assert_eq(sqlite3_open(live, &h), SQLITE_OK);
+  char *msg = NULL;
+  cr_assert_eq(sqlite3_exec(h, "PRAGMA journal_mode=WAL", NULL, NULL, &msg), SQLITE_OK, "%s", msg ? msg : "?");
+  cr_assert_eq(sqlite3_exec(h, sql, NULL, NULL, &msg), SQLITE_OK, "%s: %s", sql, msg ? msg : "?");
+  snprintf(from, sizeof from, "%s-wal", live);
+  snprintf(to, sizeof to, "%s-wal", path);
+  copy_file(live, path);
+  copy_file(from, to);
+  sqlite3_close(h);
+  unlink(live);
+}
+
+/* The last connection to close a WAL file copies the WAL into it and
+ * deletes the -wal, and a reader creates a -shm beside it: a refused file
+ * must be neither closed so nor read so. */
+Test(db, a_refused_file_in_wal_mode_keeps_its_wal_untouched)
+{
+  char path[PATH_MAX], sql[256];
+  kt_test_path(path, sizeof path, "other-app.db");
+  wal_left_by_a_crash(path, "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT);"
+                            "INSERT INTO notes (body) VALUES ('keep me'), ('and me');");
+  assert_refused_untouched(path, KT_ERR_DB_FOREIGN);
+  cr_assert_eq(kt_test_sql_int(path, "SELECT count(*) FROM notes"), 2);
+  kt_test_path(path, sizeof path, "newer.db");
+  snprintf(sql, sizeof sql,
+           "PRAGMA application_id=%d; PRAGMA user_version=%d;"
+           "CREATE TABLE measurements (id INTEGER PRIMARY KEY, future TEXT);",
+           KT_DB_APPLICATION_ID, KT_DB_SCHEMA_VERSION + 1);
+  wal_left_by_a_crash(path, sql);
+  assert_refused_untouched(path, KT_ERR_DB_VERSION);
 }
 
 /* ---- record, rank, load ------------------------------------------------- */
@@ -809,6 +872,77 @@ Test(db, a_reader_who_cannot_write_reads_a_file_left_in_wal_mode)
   chmod(path, 0444);
   chmod(dir, 0555);
   run_children(1, read_tuned_as_reader, path);
+  chmod(dir, 0755);
+}
+
+/* In a child, as a reader without write access: the tuned time of the
+ * file's one ranked problem must be the one its -wal holds (0.5 ms), or,
+ * for a path ending in "!", the file must be refused as stale. */
+static int read_wal_as_reader(int i, const void *arg)
+{
+  (void)i;
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s", (const char *)arg);
+  const size_t n = strlen(path);
+  const int refused = n > 0 && path[n - 1] == '!';
+  if (refused)
+    path[n - 1] = 0;
+  if (drop_to_reader())
+    return 30;
+  kt_db *db = NULL;
+  char e[512];
+  int rc = kt_db_open(&db, path, KT_DB_READ, e, sizeof e);
+  if (refused && rc == KT_ERR_DB_OPEN && strstr(e, "stale") && strstr(e, "-wal"))
+    return 0;
+  if (refused) {
+    fprintf(stderr, "reader: %d: %s\n", rc, e);
+    kt_db_close(db);
+    return 35;
+  }
+  if (rc != KT_OK) {
+    fprintf(stderr, "reader: %s\n", e);
+    return 31;
+  }
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  kt_tuned *t = NULL;
+  int count = 0;
+  rc = kt_db_load(db, dev.fingerprint, kt_registry_generator_version, &t, &count, e, sizeof e);
+  kt_db_close(db);
+  const double ms = count == 1 ? t[0].best_ms : -1;
+  free(t);
+  if (rc != KT_OK || access(path, W_OK) == 0)
+    return 32;
+  return ms == 0.5 ? 0 : 36; /* 1.0: read around the -wal */
+}
+
+/* A killed tuner leaves its committed writes in the -wal and no one to
+ * copy them into the file: a reader who may not create the -shm reads them
+ * all the same, and refuses the file when it cannot. */
+Test(db, a_reader_who_cannot_write_reads_what_a_killed_tuner_left_in_the_wal)
+{
+  char path[PATH_MAX], dir[PATH_MAX], from[PATH_MAX + 8], to[PATH_MAX + 8], shm[PATH_MAX + 8];
+  tuned_read_only(path, sizeof path);
+  kt_test_path(dir, sizeof dir, "ro");
+  chmod(dir, 0755);
+  chmod(path, 0644);
+  kt_test_path(from, sizeof from, "live.db");
+  copy_file(path, from);
+  wal_left_by_a_crash(path, "UPDATE winners SET time_ms = 0.5");
+  snprintf(to, sizeof to, "%s-wal", path);
+  cr_assert(kt_test_exists(to), "no -wal: the test proves nothing");
+  chmod(path, 0444);
+  chmod(to, 0444);
+  chmod(dir, 0555);
+  run_children(1, read_wal_as_reader, path);
+  /* A -shm that the reader may not open: some connection may be writing
+   * the -wal, which is then not safe to read without locks. */
+  chmod(dir, 0755);
+  snprintf(shm, sizeof shm, "%s-shm", path);
+  kt_test_write_file(shm, "");
+  chmod(shm, 0);
+  chmod(dir, 0555);
+  snprintf(from, sizeof from, "%s!", path);
+  run_children(1, read_wal_as_reader, from);
   chmod(dir, 0755);
 }
 
