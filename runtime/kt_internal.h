@@ -192,10 +192,13 @@ KT_INTERNAL int kt_variant_param_int(const kt_variant *v, const char *key, int d
 
 typedef struct kt_db kt_db;
 
-enum kt_db_mode { KT_DB_READ = 0, KT_DB_WRITE = 1 };
+/* KT_DB_CHECK reads, after the full integrity check that a write runs
+ * (KT_DB_READ runs the quicker one): for tools that say whether a file is
+ * sound, as ktune show does. */
+enum kt_db_mode { KT_DB_READ = 0, KT_DB_WRITE = 1, KT_DB_CHECK = 2 };
 
 /* Open (KT_DB_WRITE: create if missing) and check the file: a non-SQLite,
- * foreign, newer-schema or damaged (quick_check) file is refused with
+ * foreign, newer-schema or damaged (see kt_db_mode) file is refused with
  * KT_ERR_DB_* and never written, nor its -wal; KT_DB_READ of a missing
  * file is KT_ERR_DB_MISSING.  Reading needs no write access to the file or
  * its folder.  err gets a one-line reason. */

@@ -738,6 +738,21 @@ Test(db, damaged_index_is_refused_for_writing_and_left_byte_for_byte)
   free(after);
 }
 
+/* Dispatch's read runs the quick check, which such a file passes; a tool
+ * that says whether a file is sound runs the full one. */
+Test(db, a_damaged_index_is_damaged_to_the_full_check_of_a_read)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "damaged.db");
+  make_index_mismatch(path);
+  kt_db_close(open_ok(path, KT_DB_READ));
+  kt_db *db = (kt_db *)(uintptr_t)8;
+  int rc = kt_db_open(&db, path, KT_DB_CHECK, err, sizeof err);
+  cr_assert_eq(rc, KT_ERR_DB_DAMAGED, "got %d (%s): %s", rc, kt_strerror(rc), err);
+  cr_assert_null(db);
+  cr_assert_not_null(strstr(err, "missing from index"), "%s", err);
+}
+
 Test(db, flipped_bytes_are_never_written_through)
 {
   /* Damage at many places of a tuned file: whatever SQLite makes of it, a

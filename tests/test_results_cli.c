@@ -240,6 +240,38 @@ Test(results_cli, a_refused_import_leaves_the_database_byte_for_byte_and_creates
   free(before);
 }
 
+/* A file whose index misses rows passes SQLite's quick_check and fails
+ * its integrity_check: show and export must call it damaged, as import
+ * does, and not "ok". */
+Test(results_cli, show_and_export_call_damaged_what_import_refuses_as_damaged)
+{
+  char path[PATH_MAX], json[PATH_MAX];
+  kt_device_info a, b;
+  fill(kt_test_path(path, sizeof path, "tune.db"), &a, &b);
+  kt_test_path(json, sizeof json, "good.json");
+  char *text;
+  cr_assert_eq(ktune(&text, "export --db %s --all", path), 0);
+  kt_test_write_file(json, text);
+  free(text);
+  kt_test_sql(path, "PRAGMA writable_schema=ON; UPDATE sqlite_master SET"
+                    " sql='CREATE INDEX measurements_by_problem ON measurements (variant, problem)'"
+                    " WHERE name='measurements_by_problem'");
+  const char *damaged = kt_strerror(KT_ERR_DB_DAMAGED);
+  cr_assert_eq(ktune(NULL, "import %s --db %s", json, path), 1);
+  char *e = stderr_text();
+  cr_assert_not_null(strstr(e, damaged), "import: %s", e);
+  free(e);
+  cr_expect_eq(ktune(&text, "show --db %s --all --json", path), 1);
+  cr_expect_not_null(strstr(text, damaged), "show: %s", text);
+  cr_expect_null(strstr(text, "\"status\": \"ok\""), "show: %s", text);
+  free(text);
+  cr_expect_eq(ktune(&text, "export --db %s --all", path), 1);
+  e = stderr_text();
+  cr_expect(text[0] == 0 && strstr(e, damaged), "export: %s", e);
+  free(e);
+  free(text);
+}
+
 Test(results_cli, help_is_on_stdout_and_bad_arguments_exit_2)
 {
   const char *cmds[] = {"show", "export", "import"};

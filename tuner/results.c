@@ -173,7 +173,8 @@ static int show_file(const args *a, const char *layer, const char *path, int mis
 {
   kt_db *db = NULL;
   char err[1024] = "";
-  int rc = path ? kt_db_open(&db, path, KT_DB_READ, err, sizeof err) : KT_ERR_DB_MISSING;
+  /* The full check: show is where a user asks whether a file is sound. */
+  int rc = path ? kt_db_open(&db, path, KT_DB_CHECK, err, sizeof err) : KT_ERR_DB_MISSING;
   const char *status = rc == KT_OK ? "ok" : rc == KT_ERR_DB_MISSING ? "missing" : kt_strerror(rc);
   kt_db_device *d = NULL;
   int nd = 0;
@@ -298,7 +299,8 @@ int kt_results_cli_export(int argc, char **argv)
     device = gpu.fingerprint;
   }
   kt_db *db = NULL;
-  if ((rc = kt_db_open(&db, path, KT_DB_READ, err, sizeof err)) != KT_OK) {
+  /* The full check: a file that import would call damaged is not exported as sound. */
+  if ((rc = kt_db_open(&db, path, KT_DB_CHECK, err, sizeof err)) != KT_OK) {
     fprintf(stderr, "ktune export: %s: %s: %s\n", path, kt_strerror(rc), err);
     return 1;
   }
