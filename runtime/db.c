@@ -366,6 +366,17 @@ static int temp_schema(sqlite3 *h, char *err, size_t errlen)
   return KT_ERR_DB_OPEN;
 }
 
+/* The folder that holds path: what comes before its last '/', else ".". */
+static void folder_of(const char *path, char *dir, size_t len)
+{
+  snprintf(dir, len, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash)
+    snprintf(dir, len, ".");
+  else
+    *(slash == dir ? slash + 1 : slash) = 0;
+}
+
 int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen)
 {
   *out = NULL;
@@ -383,14 +394,18 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
     snprintf(err, errlen, "'%s' is a folder, not a database file", path);
     return KT_ERR_DB_OPEN;
   }
-  if (mode == KT_DB_WRITE && !there) { /* SQLite would say "unable to open database file" */
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash)
-      *(slash == dir ? slash + 1 : slash) = 0;
-    if (slash && (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))) {
+  /* A writer creates the file, and its journal beside it, in its folder;
+   * SQLite would say "unable to open database file" or "attempt to write
+   * a readonly database" where it cannot. */
+  char dir[4096];
+  folder_of(path, dir, sizeof dir);
+  if (mode == KT_DB_WRITE && !there) {
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
       snprintf(err, errlen, "no folder '%s' to create '%s' in", dir, path);
+      return KT_ERR_DB_OPEN;
+    }
+    if (access(dir, W_OK) != 0) {
+      snprintf(err, errlen, "cannot create '%s': no write access to its folder '%s'", path, dir);
       return KT_ERR_DB_OPEN;
     }
   }
@@ -406,7 +421,11 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
     char *msg = NULL;
     /* Only now, with the file known to be ours or empty, write to it. */
     if (set_wal(h, &msg) != SQLITE_OK || sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
-      snprintf(err, errlen, "cannot write '%s': %s", path, msg ? msg : sqlite3_errmsg(h));
+      if (access(dir, W_OK) != 0)
+        snprintf(err, errlen, "cannot write '%s': no write access to its folder '%s', where a writer keeps its journal",
+                 path, dir);
+      else
+        snprintf(err, errlen, "cannot write '%s': %s", path, msg ? msg : sqlite3_errmsg(h));
       sqlite3_free(msg);
       sqlite3_close(h);
       return KT_ERR_DB_WRITE;

@@ -961,6 +961,47 @@ Test(db, a_reader_who_cannot_write_reads_what_a_killed_tuner_left_in_the_wal)
   chmod(dir, 0755);
 }
 
+/* In a child, as a user who may write the file at arg but not its folder:
+ * a write to it, and the creation of a file beside it, fail naming the
+ * folder (SQLite said "attempt to write a readonly database" and "unable
+ * to open database file"). */
+static int write_in_a_read_only_folder(int i, const void *arg)
+{
+  (void)i;
+  if (drop_to_reader())
+    return 30;
+  char dir[PATH_MAX], fresh[PATH_MAX + 8], e[512];
+  snprintf(dir, sizeof dir, "%s", (const char *)arg);
+  *strrchr(dir, '/') = 0;
+  snprintf(fresh, sizeof fresh, "%s/new.db", dir);
+  if (access(arg, W_OK) != 0 || access(dir, W_OK) == 0)
+    return 33; /* the test would prove nothing */
+  kt_db *db = NULL;
+  int rc = kt_db_open(&db, arg, KT_DB_WRITE, e, sizeof e);
+  kt_db_close(db);
+  if (rc != KT_ERR_DB_WRITE || !strstr(e, "no write access to its folder") || !strstr(e, dir)) {
+    fprintf(stderr, "writer: %d: %s\n", rc, e);
+    return 37;
+  }
+  rc = kt_db_open(&db, fresh, KT_DB_WRITE, e, sizeof e);
+  kt_db_close(db);
+  if (rc != KT_ERR_DB_OPEN || !strstr(e, "no write access to its folder") || !strstr(e, dir)) {
+    fprintf(stderr, "creator: %d: %s\n", rc, e);
+    return 38;
+  }
+  return 0;
+}
+
+Test(db, a_writer_without_write_access_to_the_folder_is_told_so)
+{
+  char path[PATH_MAX], dir[PATH_MAX];
+  tuned_read_only(path, sizeof path);
+  chmod(path, 0666);
+  run_children(1, write_in_a_read_only_folder, path);
+  kt_test_path(dir, sizeof dir, "ro");
+  chmod(dir, 0755);
+}
+
 /* In a child: a write to path through a rollback journal, its pages spilled
  * into the file, left unfinished (the process ends without a commit, as if
  * killed), so that a hot journal stays beside the file. */
