@@ -69,7 +69,7 @@ typedef struct CUstream_st *kt_stream;
   X(KT_ERR_DB_WRITE, 18, "writing the tuning database failed")                                    \
   X(KT_ERR_BAD_OPTION, 19, "an option or argument is invalid")                                    \
   X(KT_ERR_UNKNOWN_VARIANT, 20, "no variant of that name exists in this build")                   \
-  X(KT_ERR_DB_DAMAGED, 21, "the tuning database is damaged (it fails SQLite's integrity checks)") \
+  X(KT_ERR_DB_DAMAGED, 21, "the tuning database is damaged (it fails SQLite's or ktune's check)") \
   X(KT_ERR_DB_MISSING, 22, "the tuning database does not exist")                                  \
   X(KT_ERR_BAD_STRIDE, 23, "a batch stride is negative or makes two outputs overlap")             \
   X(KT_ERR_BAD_TYPE, 24, "an input type or an op is not one of kt_dtype or kt_op")                \
