@@ -116,6 +116,21 @@ static int inspect(sqlite3 *h, char *err, size_t len)
     snprintf(err, len, "ktune database without a schema version");
     return KT_ERR_DB_FOREIGN;
   }
+  /* Ours with a table gone (dropped by hand or by another program): every
+   * read of it would fail as "no such table", as if the file could not be
+   * read at all. */
+  static const char *const TABLES[] = {"devices", "measurements", "winners"};
+  for (int i = 0; i < 3; ++i) {
+    char sql[128];
+    long long n = 0;
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '%s'", TABLES[i]);
+    if (pragma_int(h, sql, &n) != SQLITE_OK)
+      return fail(err, len, KT_ERR_DB_OPEN, "cannot read the database", h);
+    if (n == 0) {
+      snprintf(err, len, "a ktune database without its %s table", TABLES[i]);
+      return KT_ERR_DB_DAMAGED;
+    }
+  }
   return 1;
 }
 

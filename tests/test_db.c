@@ -274,6 +274,20 @@ Test(db, a_refused_file_in_wal_mode_keeps_its_wal_untouched)
   assert_refused_untouched(path, KT_ERR_DB_VERSION);
 }
 
+/* Every read of a table that is gone would fail: the file is damaged, not
+ * unreadable. */
+Test(db, a_ktune_database_without_a_table_is_damaged_and_left_untouched)
+{
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  kt_db_close(open_ok(path, KT_DB_WRITE));
+  kt_test_sql(path, "DROP TABLE winners");
+  assert_refused_untouched(path, KT_ERR_DB_DAMAGED);
+  kt_db *db = NULL;
+  cr_assert_eq(kt_db_open(&db, path, KT_DB_READ, err, sizeof err), KT_ERR_DB_DAMAGED);
+  cr_assert_not_null(strstr(err, "winners"), "%s", err);
+}
+
 /* ---- record, rank, load ------------------------------------------------- */
 
 /* Load the tuned problems for dev and this build; the test owns *t. */
