@@ -576,6 +576,17 @@ int kt_db_prune(kt_db *db, int keep, char *err, size_t errlen)
   return rc;
 }
 
+/* A number of a measurement, NULL unless `has` it and it is finite: JSON,
+ * which the export writes, has no infinity, and a wrong result's error is
+ * one (kt_db_recorded reads NULL back as that). */
+static void bind_real(sqlite3_stmt *st, int i, int has, double x)
+{
+  if (has && isfinite(x))
+    sqlite3_bind_double(st, i, x);
+  else
+    sqlite3_bind_null(st, i);
+}
+
 int kt_db_record(kt_db *db, const kt_device_info *dev, const char *gen_version, const kt_measurement *m, int n,
                  char *err, size_t errlen)
 {
@@ -623,14 +634,9 @@ int kt_db_record(kt_db *db, const kt_device_info *dev, const char *gen_version, 
     bind_text(mst, 13, m[i].status);
     bind_text(mst, 14, m[i].reason);
     int ok = strcmp(m[i].status, "ok") == 0;
-    if (ok) {
-      sqlite3_bind_double(mst, 15, m[i].time_ms);
-      sqlite3_bind_double(mst, 16, m[i].rate);
-    } else {
-      sqlite3_bind_null(mst, 15);
-      sqlite3_bind_null(mst, 16);
-    }
-    sqlite3_bind_double(mst, 17, m[i].max_err);
+    bind_real(mst, 15, ok, m[i].time_ms);
+    bind_real(mst, 16, ok, m[i].rate);
+    bind_real(mst, 17, 1, m[i].max_err);
     sqlite3_bind_int(mst, 18, m[i].reps);
     if (sqlite3_step(mst) != SQLITE_DONE) {
       rc = fail(err, errlen, KT_ERR_DB_WRITE, "recording a measurement", db->h);
@@ -724,8 +730,11 @@ static int rank_locked(kt_db *db, const char *device_fp, const char *gen_version
       seen |= strcmp(x->dist_seen[i], dist) == 0;
     if (seen || x->ndist >= 4)
       continue;
+    const double ms = sqlite3_column_double(st, 4); /* 0 when NULL */
+    if (!(ms > 0) || !isfinite(ms))
+      continue; /* no time to rank by (hand-edited): log() would rank it first, or last */
     snprintf(x->dist_seen[x->ndist++], sizeof x->dist_seen[0], "%s", dist);
-    x->log_sum += log(sqlite3_column_double(st, 4));
+    x->log_sum += log(ms);
     x->rate_sum += sqlite3_column_double(st, 5);
   }
   if (step != SQLITE_DONE) {
@@ -945,7 +954,8 @@ int kt_db_recorded(kt_db *db, const char *device_fp, const char *gen_version, co
     m.reason = (const char *)sqlite3_column_text(st, 3);
     m.time_ms = sqlite3_column_double(st, 4);
     m.rate = sqlite3_column_double(st, 5);
-    m.max_err = sqlite3_column_double(st, 6);
+    /* NULL: not finite when recorded (bind_real), a wrong result's error. */
+    m.max_err = sqlite3_column_type(st, 6) == SQLITE_NULL ? INFINITY : sqlite3_column_double(st, 6);
     m.reps = sqlite3_column_int(st, 7);
     each(user, &m);
   }
@@ -1024,18 +1034,25 @@ int kt_db_devices(kt_db *db, const char *gen_version, kt_db_device **out, int *c
  * round trip. */
 
 /* The columns an export writes, as json_object arguments; an import reads
- * the same names back. */
+ * the same names back.  A number that is not finite (in a file recorded
+ * before bind_real) is written null: SQLite would write Inf, which no JSON
+ * parser, import's included, reads.  9e999 is SQLite's infinity; NaN is
+ * never stored (SQLite binds it as NULL). */
 #define DEVICE_JSON                                                                                               \
   "json_object('fingerprint', fingerprint, 'name', name, 'cc', cc, 'sm_count', sm_count, 'mem_bytes', mem_bytes," \
   " 'driver_version', driver_version, 'runtime_version', runtime_version)"
 #define MEASUREMENT_JSON                                                                                        \
   "json_object('device', device, 'generator_version', generator_version, 'family', family, 'problem', problem," \
   " 'dist', dist, 'm', m, 'n', n, 'k', k, 'nbins', nbins, 'nsamples', nsamples, 'variant', variant,"            \
-  " 'source_hash', source_hash, 'status', status, 'reason', reason, 'time_ms', time_ms, 'rate', rate,"          \
-  " 'max_err', max_err, 'reps', reps, 'measured_at', measured_at)"
+  " 'source_hash', source_hash, 'status', status, 'reason', reason,"                                            \
+  " 'time_ms', CASE WHEN abs(time_ms) < 9e999 THEN time_ms END,"                                                \
+  " 'rate', CASE WHEN abs(rate) < 9e999 THEN rate END,"                                                         \
+  " 'max_err', CASE WHEN abs(max_err) < 9e999 THEN max_err END, 'reps', reps, 'measured_at', measured_at)"
 #define RANKING_JSON                                                                                            \
   "json_object('device', device, 'generator_version', generator_version, 'family', family, 'problem', problem," \
-  " 'rank', rank, 'variant', variant, 'source_hash', source_hash, 'time_ms', time_ms, 'rate', rate)"
+  " 'rank', rank, 'variant', variant, 'source_hash', source_hash,"                                              \
+  " 'time_ms', CASE WHEN abs(time_ms) < 9e999 THEN time_ms END,"                                                \
+  " 'rate', CASE WHEN abs(rate) < 9e999 THEN rate END)"
 #define SIZE_ORDER "m, n, k, nbins, nsamples"
 
 /* Print the member `name`: an array of q's rows (one text column; ?1 bound
@@ -1317,12 +1334,17 @@ static int import_check(kt_db *db, const char *name, const char *doc, char *err,
   }
   static const char *const arrays[] = {"devices", "measurements"};
   const member *const members[] = {DEVICE_MEMBERS, MEASUREMENT_MEMBERS};
-  /* A measurement's values must make sense to the ranking as well. */
+  /* A measurement's values must make sense to the ranking as well, and
+   * be numbers an export can write (1e999 reads as infinite). */
   const char *const extra[] = {"",
                                " WHEN json_extract(value, '$.status') NOT IN"
                                " ('ok','wrong','launch_failed','timed_out','skipped') THEN 'status: unknown'"
+                               " WHEN json_extract(value, '$.time_ms') IN (9e999, -9e999) THEN 'time_ms: not finite'"
+                               " WHEN json_extract(value, '$.rate') IN (9e999, -9e999) THEN 'rate: not finite'"
+                               " WHEN json_extract(value, '$.max_err') IN (9e999, -9e999) THEN 'max_err: not finite'"
                                " WHEN json_extract(value, '$.status') = 'ok' AND"
-                               " NOT (json_extract(value, '$.time_ms') > 0) THEN 'ok without a positive time_ms'"
+                               " NOT coalesce(json_extract(value, '$.time_ms') > 0, 0)"
+                               " THEN 'ok without a positive time_ms'"
                                " WHEN json_extract(value, '$.device') NOT IN (SELECT json_extract(d.value,"
                                " '$.fingerprint') FROM json_each(?1, '$.devices') d) THEN 'device: not in devices'"};
   for (int i = 0; i < 2; ++i) {
@@ -1376,8 +1398,9 @@ static const char *const INSERT_MEASUREMENT =
     " WHERE NOT EXISTS (SELECT 1 FROM measurements WHERE device = ?1 AND generator_version = ?2 AND family = ?3"
     " AND problem = ?4 AND dist = ?5 AND variant = ?11 AND source_hash = ?12 AND measured_at = ?19"
     " AND status = ?13 AND reason = ?14 AND reps IS ?18"
-    " AND json_quote(time_ms) = json_quote(CAST(?15 AS REAL)) AND json_quote(rate) = json_quote(CAST(?16 AS REAL))"
-    " AND json_quote(max_err) = json_quote(CAST(?17 AS REAL)))";
+    " AND json_quote(CASE WHEN abs(time_ms) < 9e999 THEN time_ms END) = json_quote(CAST(?15 AS REAL))"
+    " AND json_quote(CASE WHEN abs(rate) < 9e999 THEN rate END) = json_quote(CAST(?16 AS REAL))"
+    " AND json_quote(CASE WHEN abs(max_err) < 9e999 THEN max_err END) = json_quote(CAST(?17 AS REAL)))";
 
 /* Rank again every problem of this build's generator that the document
  * has measurements of. */
