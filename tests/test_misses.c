@@ -76,6 +76,15 @@ static void tuned_db(const char *path, const kt_device_info *dev)
 }
 
 /* A context on db, its messages up to level into log (NULL: none). */
+/* db (of the test's folder) gets a folder where its misses file, path,
+ * would go. */
+static void folder_in_misses_place(char *db, size_t len, char *path, size_t plen)
+{
+  kt_test_path(db, len, "user.db");
+  kt_misses_path(db, path, plen);
+  cr_assert_eq(mkdir(path, 0755), 0);
+}
+
 static kt_context *open_db_logged(const kt_device_info *dev, const char *db, log_capture *log, int level)
 {
   kt_options o = kt_default_options();
@@ -262,9 +271,7 @@ Test(misses, a_file_that_cannot_be_replaced_is_logged_and_the_close_succeeds)
 {
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   char db[PATH_MAX], path[PATH_MAX + 8];
-  kt_test_path(db, sizeof db, "user.db");
-  kt_misses_path(db, path, sizeof path);
-  cr_assert_eq(mkdir(path, 0755), 0); /* a folder where the file should be */
+  folder_in_misses_place(db, sizeof db, path, sizeof path);
   tuned_db(db, &dev);
   log_capture log;
   kt_context *ctx = open_db(&dev, db, &log);
@@ -486,9 +493,7 @@ Test(misses, a_failure_is_warned_of_once_a_process_and_said_at_info_level_after)
 {
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
   char db[PATH_MAX], path[PATH_MAX + 8];
-  kt_test_path(db, sizeof db, "user.db");
-  kt_misses_path(db, path, sizeof path);
-  cr_assert_eq(mkdir(path, 0755), 0); /* a folder where the file should be */
+  folder_in_misses_place(db, sizeof db, path, sizeof path);
   for (int i = 0; i < 3; ++i) {
     log_capture log;
     kt_context *ctx = open_db_logged(&dev, db, &log, KT_LOG_INFO);
