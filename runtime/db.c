@@ -256,6 +256,32 @@ static int classify(const char *path, sqlite3 **h, int check, int *why, char *er
   return state;
 }
 
+/* Whether the file's header says WAL (bytes 18 and 19, the write and read
+ * versions: 2): a connection that opens it makes a -shm beside it, and a
+ * -wal where there is none. */
+static int header_says_wal(const char *path)
+{
+  unsigned char b[20];
+  FILE *f = fopen(path, "rb");
+  const int wal = f && fread(b, 1, sizeof b, f) == sizeof b && (b[18] == 2 || b[19] == 2);
+  if (f)
+    fclose(f);
+  return wal;
+}
+
+/* SQLite opens a file it may not write read-only, without a word (set_wal
+ * is then a no-op on a WAL file, and BEGIN IMMEDIATE succeeds): a writer
+ * learns it here, before its first write fails.  KT_OK, or *h closed. */
+static int writable(const char *path, sqlite3 **h, char *err, size_t errlen)
+{
+  if (sqlite3_db_readonly(*h, "main") != 1)
+    return KT_OK;
+  sqlite3_close(*h);
+  *h = NULL;
+  snprintf(err, errlen, "cannot write '%s': no write access to it", path);
+  return KT_ERR_DB_WRITE;
+}
+
 /* Read the file's last committed state without taking a lock or creating
  * or changing any file: beside a WAL, through SQLite's "unix-none" VFS in
  * exclusive locking mode, which builds the WAL's index in memory instead of
@@ -315,10 +341,16 @@ static int open_checked(const char *path, int mode, int check, sqlite3 **out, ch
   const long long wal = side_size(path, "-wal"), shm = side_size(path, "-shm");
   sqlite3 *h = NULL;
   int why = SQLITE_OK;
-  int state = open_unlocked(path, name, wal >= 0 && shm < 0, &h, -1, &why, err, errlen);
+  /* A WAL file that no connection holds (no -shm) would get a -shm, and a
+   * -wal, from the read-only connection below, which cannot remove them:
+   * so its check runs here too, and a damaged one is refused untouched. */
+  const int early = shm < 0 && (wal >= 0 || header_says_wal(path));
+  int state = open_unlocked(path, name, wal >= 0 && shm < 0, &h, early ? check : -1, &why, err, errlen);
   sqlite3_close(h);
-  if (state == KT_ERR_DB_FOREIGN || state == KT_ERR_DB_VERSION)
+  h = NULL;
+  if (state == KT_ERR_DB_FOREIGN || state == KT_ERR_DB_VERSION || (early && state == KT_ERR_DB_DAMAGED))
     return state;
+  err[0] = 0; /* what the lock-free read could not read, the live file may */
   state = open_handle(path, name, SQLITE_OPEN_READONLY, NULL, &h, &why, err, errlen);
   if (state == KT_OK)
     state = classify(path, &h, check, &why, err, errlen);
@@ -329,8 +361,13 @@ static int open_checked(const char *path, int mode, int check, sqlite3 **out, ch
     h = NULL;
     if (open_handle(path, name, SQLITE_OPEN_READWRITE, NULL, &h, &why, err, errlen) != KT_OK)
       return KT_ERR_DB_OPEN;
+    const int w = writable(path, &h, err, errlen);
+    if (w != KT_OK)
+      return w;
   } else if (mode == KT_DB_WRITE && (no_shm || why == SQLITE_READONLY_ROLLBACK)) {
     state = open_handle(path, name, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL, &h, &why, err, errlen);
+    if (state == KT_OK && (state = writable(path, &h, err, errlen)) != KT_OK)
+      why = SQLITE_OK; /* the message is writable's */
     if (state == KT_OK)
       state = classify(path, &h, check, &why, err, errlen);
   } else if (mode == KT_DB_READ && no_shm && access(path, R_OK) == 0) {
@@ -343,6 +380,7 @@ static int open_checked(const char *path, int mode, int check, sqlite3 **out, ch
                path, path);
   }
   if (state == 0 || state == 1) {
+    err[0] = 0; /* a failed read-only open's words, where a writer then made the file */
     *out = h;
     return state;
   }

@@ -272,6 +272,13 @@ Test(db, a_refused_file_in_wal_mode_keeps_its_wal_untouched)
            KT_DB_APPLICATION_ID, KT_DB_SCHEMA_VERSION + 1);
   wal_left_by_a_crash(path, sql);
   assert_refused_untouched(path, KT_ERR_DB_VERSION);
+  /* Ours, damaged by what the -wal holds: refused before a connection
+   * that would leave a -shm (and cannot remove it) opens it. */
+  char live[PATH_MAX];
+  kt_db_close(open_ok(kt_test_path(live, sizeof live, "live.db"), KT_DB_WRITE));
+  kt_test_path(path, sizeof path, "damaged.db");
+  wal_left_by_a_crash(path, "DROP TABLE winners");
+  assert_refused_untouched(path, KT_ERR_DB_DAMAGED);
 }
 
 /* Every read of a table that is gone would fail: the file is damaged, not
@@ -1004,6 +1011,48 @@ static int write_in_a_read_only_folder(int i, const void *arg)
     return 38;
   }
   return 0;
+}
+
+/* In a child, as a user who may write the folder but not the file at arg
+ * (a WAL file, which SQLite then opens read-only without a word, so that
+ * the open seemed to succeed and the first write failed): the open is
+ * refused, saying so. */
+static int write_a_file_it_may_not_write(int i, const void *arg)
+{
+  (void)i;
+  if (drop_to_reader())
+    return 30;
+  if (access(arg, W_OK) == 0)
+    return 33; /* the test would prove nothing */
+  kt_db *db = NULL;
+  char e[512];
+  const int rc = kt_db_open(&db, arg, KT_DB_WRITE, e, sizeof e);
+  kt_db_close(db);
+  if (rc != KT_ERR_DB_WRITE || !strstr(e, "no write access to it")) {
+    fprintf(stderr, "writer: %d: %s\n", rc, e);
+    return 39;
+  }
+  return 0;
+}
+
+Test(db, a_writer_without_write_access_to_the_file_is_refused_at_the_open)
+{
+  char dir[PATH_MAX], path[PATH_MAX];
+  kt_test_path(dir, sizeof dir, "rw");
+  cr_assert_eq(mkdir(dir, 0777), 0);
+  cr_assert_eq(chmod(dir, 0777), 0);
+  cr_assert_eq(chmod(kt_test_dir, 0755), 0);
+  cr_assert_lt(snprintf(path, sizeof path, "%s/tune.db", dir), (int)sizeof path);
+  kt_db_close(open_ok(path, KT_DB_WRITE));
+  kt_test_sql(path, "PRAGMA journal_mode=WAL"); /* stays WAL after the close */
+  cr_assert_eq(chmod(path, 0444), 0);
+  size_t before_len, after_len;
+  unsigned char *before = kt_test_slurp(path, &before_len);
+  run_children(1, write_a_file_it_may_not_write, path);
+  unsigned char *after = kt_test_slurp(path, &after_len);
+  cr_assert(after_len == before_len && memcmp(before, after, before_len) == 0, "the file changed");
+  free(before);
+  free(after);
 }
 
 Test(db, a_writer_without_write_access_to_the_folder_is_told_so)
