@@ -310,7 +310,9 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
   fprintf(f, "%s\n# fingerprint\tfamily\tkey\tcount\n", KT_MISSES_HEADER);
   for (int i = 0; i < n; ++i)
     fprintf(f, "%s\t%s\t%s\t%lld\n", e[i].fingerprint, kt_family_name(e[i].problem.family), e[i].key, e[i].count);
-  const int bad = ferror(f);
+  /* On disk before the rename: a crash after it must not leave an empty
+   * file in its place, which is not ours to replace (see the top). */
+  const int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
   if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
     snprintf(err, errlen, "writing %s: %s", path, strerror(errno ? errno : EIO));
     unlink(tmp);
