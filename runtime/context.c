@@ -420,8 +420,9 @@ static int run(const kt_context *c, const char *what, kt_launch_fn fn, const voi
     cudaGetLastError();
     logf_((void *)c, KT_LOG_ERROR, "ktune: %s: %s", what, cudaGetErrorString((cudaError_t)e));
     /* A launcher's scratch (a repack, a split-K workspace) that the GPU's
-     * memory cannot hold fails before anything is launched: the caller
-     * can free memory and call again, which a failed launch does not say. */
+     * memory cannot hold fails before that launcher launches anything:
+     * the caller can free memory and call again, which a failed launch
+     * does not say (a call of several launches may have run some). */
     rc = e == cudaErrorMemoryAllocation ? KT_ERR_DEVICE_MEMORY : KT_ERR_LAUNCH, timed = 0;
   } else if (timed && cudaEventRecord((cudaEvent_t)p->stop, (cudaStream_t)stream) != cudaSuccess) {
     cudaGetLastError();
