@@ -982,6 +982,20 @@ Test(db, a_reader_who_cannot_write_reads_what_a_killed_tuner_left_in_the_wal)
   chmod(dir, 0755);
 }
 
+/* In a child: kt_db_open(path, mode) must answer want, saying `says`; 0,
+ * or `code` once it has said what it got instead (`who` names the call). */
+static int open_says(const char *path, int mode, int want, const char *says, const char *who, int code)
+{
+  kt_db *db = NULL;
+  char e[512];
+  const int rc = kt_db_open(&db, path, mode, e, sizeof e);
+  kt_db_close(db);
+  if (rc == want && strstr(e, says))
+    return 0;
+  fprintf(stderr, "%s: %d: %s\n", who, rc, e);
+  return code;
+}
+
 /* In a child, as a user who may write the file at arg but not its folder:
  * a write to it, and the creation of a file beside it, fail naming the
  * folder (SQLite said "attempt to write a readonly database" and "unable
@@ -991,26 +1005,15 @@ static int write_in_a_read_only_folder(int i, const void *arg)
   (void)i;
   if (drop_to_reader())
     return 30;
-  char dir[PATH_MAX], fresh[PATH_MAX + 8], e[512];
+  char dir[PATH_MAX], fresh[PATH_MAX + 8], says[PATH_MAX + 64];
   snprintf(dir, sizeof dir, "%s", (const char *)arg);
   *strrchr(dir, '/') = 0;
   snprintf(fresh, sizeof fresh, "%s/new.db", dir);
+  snprintf(says, sizeof says, "no write access to its folder '%s'", dir);
   if (access(arg, W_OK) != 0 || access(dir, W_OK) == 0)
     return 33; /* the test would prove nothing */
-  kt_db *db = NULL;
-  int rc = kt_db_open(&db, arg, KT_DB_WRITE, e, sizeof e);
-  kt_db_close(db);
-  if (rc != KT_ERR_DB_WRITE || !strstr(e, "no write access to its folder") || !strstr(e, dir)) {
-    fprintf(stderr, "writer: %d: %s\n", rc, e);
-    return 37;
-  }
-  rc = kt_db_open(&db, fresh, KT_DB_WRITE, e, sizeof e);
-  kt_db_close(db);
-  if (rc != KT_ERR_DB_OPEN || !strstr(e, "no write access to its folder") || !strstr(e, dir)) {
-    fprintf(stderr, "creator: %d: %s\n", rc, e);
-    return 38;
-  }
-  return 0;
+  const int rc = open_says(arg, KT_DB_WRITE, KT_ERR_DB_WRITE, says, "writer", 37);
+  return rc ? rc : open_says(fresh, KT_DB_WRITE, KT_ERR_DB_OPEN, says, "creator", 38);
 }
 
 /* In a child, as a user who may write the folder but not the file at arg
@@ -1024,15 +1027,7 @@ static int write_a_file_it_may_not_write(int i, const void *arg)
     return 30;
   if (access(arg, W_OK) == 0)
     return 33; /* the test would prove nothing */
-  kt_db *db = NULL;
-  char e[512];
-  const int rc = kt_db_open(&db, arg, KT_DB_WRITE, e, sizeof e);
-  kt_db_close(db);
-  if (rc != KT_ERR_DB_WRITE || !strstr(e, "no write access to it")) {
-    fprintf(stderr, "writer: %d: %s\n", rc, e);
-    return 39;
-  }
-  return 0;
+  return open_says(arg, KT_DB_WRITE, KT_ERR_DB_WRITE, "no write access to it", "writer", 39);
 }
 
 Test(db, a_writer_without_write_access_to_the_file_is_refused_at_the_open)
