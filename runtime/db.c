@@ -348,6 +348,12 @@ static int open_checked(const char *path, int mode, int check, sqlite3 **out, ch
   int state = open_unlocked(path, name, wal >= 0 && shm < 0, &h, early ? check : -1, &why, err, errlen);
   sqlite3_close(h);
   h = NULL;
+  /* Read without locks, a file that a writer began to use meanwhile (its
+   * -shm made, its -wal grown) may have read torn: not damage, and the
+   * live read below decides.  What refuses a file otherwise (its
+   * application_id, a newer schema) no writer of ours changes. */
+  if (state == KT_ERR_DB_DAMAGED && (side_size(path, "-shm") >= 0 || side_size(path, "-wal") != wal))
+    state = KT_OK;
   if (state == KT_ERR_DB_FOREIGN || state == KT_ERR_DB_VERSION || (early && state == KT_ERR_DB_DAMAGED))
     return state;
   err[0] = 0; /* what the lock-free read could not read, the live file may */
