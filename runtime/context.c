@@ -303,9 +303,7 @@ static void save_misses(const kt_context *c)
           kt_strerror(user->status));
     return;
   }
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  *(slash == dir ? slash + 1 : slash) = 0; /* absolute: there is a slash */
+  kt_db_folder(c->user_db, dir, sizeof dir);
   struct stat sb;
   if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
     logf_((void *)c, KT_LOG_DEBUG, "ktune: misses not kept: no folder %s", dir);

@@ -425,8 +425,7 @@ static int temp_schema(sqlite3 *h, char *err, size_t errlen)
   return KT_ERR_DB_OPEN;
 }
 
-/* The folder that holds path: what comes before its last '/', else ".". */
-static void folder_of(const char *path, char *dir, size_t len)
+void kt_db_folder(const char *path, char *dir, size_t len)
 {
   snprintf(dir, len, "%s", path);
   char *slash = strrchr(dir, '/');
@@ -457,7 +456,7 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
    * SQLite would say "unable to open database file" or "attempt to write
    * a readonly database" where it cannot. */
   char dir[4096];
-  folder_of(path, dir, sizeof dir);
+  kt_db_folder(path, dir, sizeof dir);
   if (mode == KT_DB_WRITE && !there) {
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
       snprintf(err, errlen, "no folder '%s' to create '%s' in", dir, path);

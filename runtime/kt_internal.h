@@ -203,6 +203,9 @@ enum kt_db_mode { KT_DB_READ = 0, KT_DB_WRITE = 1, KT_DB_CHECK = 2 };
  * file is KT_ERR_DB_MISSING.  Reading needs no write access to the file or
  * its folder.  err gets a one-line reason. */
 KT_INTERNAL int kt_db_open(kt_db **db, const char *path, int mode, char *err, size_t errlen);
+/* The folder that holds path (where a writer keeps its journal, and the
+ * misses file goes): what comes before its last '/', else ".". */
+KT_INTERNAL void kt_db_folder(const char *path, char *dir, size_t len);
 KT_INTERNAL void kt_db_close(kt_db *db);
 
 typedef struct kt_measurement {
