@@ -41,6 +41,7 @@
 
 #include "kt_internal.h"
 
+#define MISSES_SUFFIX ".misses" /* after the database's path */
 #define KT_MISSES_PROBES 16 /* slots a problem may take, from its hash on */
 
 typedef struct slot {
@@ -159,7 +160,7 @@ int kt_misses_get(const kt_misses *m, kt_problem *out, long long *counts, int ma
 
 int kt_misses_path(const char *db, char *buf, size_t len)
 {
-  return db && *db && snprintf(buf, len, "%s.misses", db) < (int)len ? KT_OK : KT_ERR_BAD_OPTION;
+  return db && *db && snprintf(buf, len, "%s" MISSES_SUFFIX, db) < (int)len ? KT_OK : KT_ERR_BAD_OPTION;
 }
 
 /* ---- the file ------------------------------------------------------------ */
@@ -281,15 +282,30 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
     snprintf(err, errlen, "%s: path too long", path);
     return KT_ERR_DB_WRITE;
   }
-  /* The new file keeps the old one's mode (a private file stays private),
-   * and is private until it has it. */
+  /* The new file keeps the old one's mode (a private file stays private);
+   * a first file takes the database's beside it (a private database's
+   * misses are private too), read and write bits only.  Private until it
+   * has it. */
   struct stat old;
   const int had = lstat(path, &old) == 0;
   if (had && !S_ISREG(old.st_mode)) {
     snprintf(err, errlen, "%s is not a regular file; it is left as it is", path);
     return KT_ERR_DB_FOREIGN;
   }
-  const mode_t mode = had ? 0600 : 0644;
+  mode_t want = had ? old.st_mode & 07777 : 0;
+  int follow = had; /* a mode to take */
+  if (!had) {
+    const size_t len = strlen(path), sl = strlen(MISSES_SUFFIX);
+    char db[PATH_MAX + 1];
+    struct stat dbs;
+    if (len > sl && len - sl < sizeof db && strcmp(path + len - sl, MISSES_SUFFIX) == 0) {
+      memcpy(db, path, len - sl);
+      db[len - sl] = 0;
+      if (stat(db, &dbs) == 0 && S_ISREG(dbs.st_mode))
+        want = dbs.st_mode & 0666, follow = 1;
+    }
+  }
+  const mode_t mode = follow ? 0600 : 0644; /* nothing to follow: 0644 less the umask */
   /* A file of our own: never through a link, never one that is there. */
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0 && errno == EEXIST && unlink(tmp) == 0) /* left by a process of our pid that died */
@@ -300,7 +316,7 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
   }
   /* From here on, every failure removes tmp: it is ours, and nobody else's
    * to clean up. */
-  FILE *f = had && fchmod(fd, old.st_mode & 07777) != 0 ? NULL : fdopen(fd, "w");
+  FILE *f = follow && fchmod(fd, want) != 0 ? NULL : fdopen(fd, "w");
   if (!f) {
     snprintf(err, errlen, "writing %s: %s", tmp, strerror(errno));
     close(fd);

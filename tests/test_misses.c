@@ -7,6 +7,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -469,10 +470,37 @@ Test(misses, a_rewrite_keeps_the_files_mode)
     kt_close(ctx);
     struct stat sb;
     cr_assert_eq(stat(path, &sb), 0);
-    const mode_t want = modes[i] ? modes[i] : 0644; /* a new file: 0644 less the umask */
+    const mode_t want = modes[i] ? modes[i] : 0644; /* a new file: the database's, 0644 here */
     cr_expect_eq(sb.st_mode & 07777, want, "mode %o, not %o", (unsigned)(sb.st_mode & 07777), (unsigned)want);
   }
   cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 4);
+}
+
+/* A first misses file takes the database's read and write bits, whatever
+ * the umask: a private database gets private misses (it got 0644 less the
+ * umask, world-readable beside a 0600 database). */
+Test(misses, a_first_file_takes_the_databases_mode)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  umask(022);
+  const mode_t modes[] = {0600, 0640, 0660, 0644, 0700};
+  for (int i = 0; i < 5; ++i) {
+    char name[32], db[PATH_MAX], path[PATH_MAX + 8];
+    snprintf(name, sizeof name, "user%d.db", i);
+    kt_test_path(db, sizeof db, name);
+    kt_misses_path(db, path, sizeof path);
+    const int fd = open(db, O_WRONLY | O_CREAT | O_EXCL, 0600); /* empty: a database of none */
+    cr_assert(fd >= 0 && close(fd) == 0);
+    cr_assert_eq(chmod(db, modes[i]), 0);
+    kt_context *ctx = open_db(&dev, db, NULL);
+    matmul(ctx, 100, 200, 300);
+    kt_close(ctx);
+    struct stat sb;
+    cr_assert_eq(stat(path, &sb), 0);
+    const mode_t want = modes[i] & 0666;
+    cr_expect_eq(sb.st_mode & 07777, want, "database %o: misses %o, not %o", (unsigned)modes[i],
+                 (unsigned)(sb.st_mode & 07777), (unsigned)want);
+  }
 }
 
 Test(misses, a_failed_write_leaves_no_temporary_file)
