@@ -172,6 +172,20 @@ run show --db "$work/folder.db"
 expect "show: a database that cannot be read: exit 1, says so" 1 "cannot be opened or read"
 run import --db "$work/import.db" "$work/folder.db"
 expect "import of a folder: exit 1, says it is a folder" 1 "is a folder"
+# A device that a file does not hold: show says so and exits 1, as export does.
+run import --db "$work/shipped.db" tuning-db/shipped/nvidia-h100-80gb-hbm3.json
+expect "import of a shipped file: exit 0" 0
+fp=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['devices'][0]['fingerprint'])" \
+  tuning-db/shipped/nvidia-h100-80gb-hbm3.json 2>/dev/null)
+run show --db "$work/shipped.db" --device nope
+expect "show --device that the file lacks: exit 1, says so" 1 "no device 'nope' in this file"
+run export --db "$work/shipped.db" --device nope
+expect "export --device that the file lacks: exit 1, says so" 1 "no device 'nope'"
+if [ -n "$fp" ]; then
+  run show --db "$work/shipped.db" --device "$fp"
+  if [ "$rc" -eq 0 ] && grep -q "ranked" "$work/stdout"; then ok "show --device that the file holds: its rows, exit 0"
+  else not_ok "show --device that the file holds: its rows, exit 0 (exit $rc)"; fi
+else skip "show --device that the file holds" "no python3 to read the shipped file's fingerprint"; fi
 (unset KTUNE_DB XDG_DATA_HOME HOME && "$ktune" show >"$work/stdout" 2>"$work/stderr")
 rc=$?
 if [ "$rc" -eq 0 ] && grep -q "no home folder" "$work/stderr" && ! grep -q -- "--help" "$work/stderr" &&

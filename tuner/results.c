@@ -111,8 +111,9 @@ static void show_usage(void)
          "\n"
          "  --db PATH       that file; default: the user database ($KTUNE_DB, else\n"
          "                  %s), then the system layer (the shipped results)\n"
-         "  --device FP     that device only (a fingerprint, as show --all prints them);\n"
-         "                  default: this GPU, or without a GPU every device\n"
+         "  --device FP     that device only (a fingerprint, as show --all prints them; none of\n"
+         "                  its rows in any file shown: exit 1); default: this GPU, or without a\n"
+         "                  GPU every device\n"
          "  --all           every device; default: off\n"
          "  --json          one JSON object instead of the text: generator_version, and files:\n"
          "                  [{layer, path, status, devices: [{fingerprint, name, measurements, current,\n"
@@ -167,9 +168,10 @@ static void show_device(const args *a, kt_db *db, const kt_db_device *d, const c
 }
 
 /* One file, the layer "user", "system" or "file" (--db): 0 when it was
- * read or is a missing default layer, else 1. */
+ * read or is a missing default layer, else 1; *shown counts the devices
+ * whose rows it showed. */
 static int show_file(const args *a, const char *layer, const char *path, int missing_ok, const kt_device_info *gpu,
-                     int first)
+                     int first, int *shown_out)
 {
   kt_db *db = NULL;
   char err[1024] = "";
@@ -216,6 +218,7 @@ static int show_file(const args *a, const char *layer, const char *path, int mis
       show_device(a, db, &d[i], want == same ? "(same chip: serves this GPU)" : NULL, shown++ == 0);
   if (rc == KT_OK && shown == 0 && !a->json)
     printf("  no rows for %s\n", want ? want : "any device");
+  *shown_out += shown;
   if (a->json)
     printf("]}");
   free(d);
@@ -251,11 +254,19 @@ int kt_results_cli_show(int argc, char **argv)
   const int has_gpu = !a.all && !a.device && present_gpu(&gpu);
   if (a.json)
     printf("{\"generator_version\": \"%s\", \"files\": [", kt_registry_generator_version);
-  rc = show_file(&a, a.db ? "file" : "user", have_user ? user : NULL, !a.db, has_gpu ? &gpu : NULL, 1);
+  int shown = 0;
+  rc = show_file(&a, a.db ? "file" : "user", have_user ? user : NULL, !a.db, has_gpu ? &gpu : NULL, 1, &shown);
   if (!a.db)
-    rc |= show_file(&a, "system", sys[0] ? sys : NULL, 1, has_gpu ? &gpu : NULL, 0);
+    rc |= show_file(&a, "system", sys[0] ? sys : NULL, 1, has_gpu ? &gpu : NULL, 0, &shown);
   if (a.json)
     printf("]}\n");
+  /* A device named that no file read holds is a mistake (a typo, another
+   * machine's name), as export says too: exit 1. */
+  if (rc == 0 && a.device && shown == 0) {
+    fprintf(stderr, "ktune show: no device '%s' in %s (ktune show --all lists them)\n", a.device,
+            a.db ? "this file" : "these databases");
+    rc = 1;
+  }
   return rc;
 }
 
