@@ -995,8 +995,10 @@ int kt_db_recorded(kt_db *db, const char *device_fp, const char *gen_version, co
     m.source_hash = (const char *)sqlite3_column_text(st, 1);
     m.status = (const char *)sqlite3_column_text(st, 2);
     m.reason = (const char *)sqlite3_column_text(st, 3);
-    m.time_ms = sqlite3_column_double(st, 4);
-    m.rate = sqlite3_column_double(st, 5);
+    /* NULL: no time (a result that is not ok; by hand, an ok one) or not
+     * finite when recorded (bind_real): NaN, never a time of 0. */
+    m.time_ms = sqlite3_column_type(st, 4) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 4);
+    m.rate = sqlite3_column_type(st, 5) == SQLITE_NULL ? NAN : sqlite3_column_double(st, 5);
     /* NULL: not finite when recorded (bind_real), a wrong result's error. */
     m.max_err = sqlite3_column_type(st, 6) == SQLITE_NULL ? INFINITY : sqlite3_column_double(st, 6);
     m.reps = sqlite3_column_int(st, 7);

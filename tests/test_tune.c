@@ -858,6 +858,25 @@ Test(tune_resume, a_kill_between_recording_and_ranking_is_ranked_on_resume_witho
   free(text), free(got), free(want);
 }
 
+/* An ok result whose time is gone (NULL: a row edited by hand; import
+ * refuses them) was taken as recorded at 0 ms, so it ranked first; it is
+ * measured again instead, and the rankings come out as the reference's. */
+Test(tune_resume, an_ok_result_without_a_time_is_measured_again)
+{
+  kt_device_info gpu = kt_test_device("Test GPU", 90, 1);
+  char *want = reference(&gpu);
+  char db[PATH_MAX];
+  kt_test_path(db, sizeof db, "reference.db");
+  kt_test_sql(db, "UPDATE measurements SET time_ms = NULL WHERE rowid = (SELECT min(rowid) FROM measurements"
+                  " WHERE status = 'ok' AND family = 'matmul')");
+  kt_test_sql(db, "DELETE FROM winners");
+  tune_ok(db, &gpu, 1, 0);
+  cr_expect_eq(log_lines("measured.log"), 1, "the result without a time, and it alone, measured again");
+  char *got = rankings(db, gpu.fingerprint);
+  cr_expect_str_eq(got, want);
+  free(got), free(want);
+}
+
 Test(tune_resume, fresh_measures_everything_again)
 {
   kt_device_info gpu = kt_test_device("Test GPU", 90, 1);
