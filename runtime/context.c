@@ -288,12 +288,21 @@ int kt_open_described(kt_context **out, const kt_device_info *dev, const kt_opti
 /* Whether kt_close has warned of misses it could not keep (see the top). */
 static int misses_warned;
 
+/* Whether two paths name one file: the same text, or (both there) the
+ * same file under two names (a link, another spelling). */
+static int same_file(const char *a, const char *b)
+{
+  struct stat x, y;
+  return strcmp(a, b) == 0 ||
+         (a[0] && b[0] && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino);
+}
+
 /* See the top: where misses are kept, and that nothing here fails. */
 static void save_misses(const kt_context *c)
 {
   const kt_results_layer *user = &c->results.layer[0], *sys = &c->results.layer[1];
   char path[PATH_MAX + 1040], dir[PATH_MAX + 1040], err[PATH_MAX + 1400];
-  if (!c->misses || !c->user_db[0] || strcmp(user->path, sys->path) == 0 ||
+  if (!c->misses || !c->user_db[0] || same_file(user->path, sys->path) ||
       kt_misses_path(c->user_db, path, sizeof path) != KT_OK)
     return;
   /* Beside a tuning database, or where one will be made; never beside a

@@ -304,6 +304,20 @@ Test(misses, no_folder_is_made_and_the_system_database_is_never_written)
   matmul(ctx, 100, 200, 300);
   kt_close(ctx);
   cr_expect_eq(kt_test_dir_entries(), 1, "a misses file beside the system database");
+
+  /* The same file under another name: another spelling, a link. */
+  char other[PATH_MAX], link[PATH_MAX];
+  kt_test_path(other, sizeof other, "./system.db");
+  kt_test_path(link, sizeof link, "link.db");
+  cr_assert_eq(symlink(db, link), 0);
+  const char *names[] = {other, link};
+  for (int i = 0; i < 2; ++i) {
+    o.db_path = names[i];
+    cr_assert_eq(kt_open_described(&ctx, &dev, &o), KT_OK);
+    matmul(ctx, 100, 200, 300);
+    kt_close(ctx);
+    cr_expect_eq(kt_test_dir_entries(), 2, "a misses file beside the system database, named %s", names[i]);
+  }
 }
 
 /* A file refused as a tuning database (another program's, a folder, a
