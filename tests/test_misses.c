@@ -466,6 +466,19 @@ Test(misses, a_relative_database_path_is_resolved_when_the_context_opens)
   cr_expect_eq(file_count(kt_test_path(db, sizeof db, "opened/user.db"), dev.fingerprint, "matmul", "100x200x300"), 1);
 }
 
+/* One miss through a context on db, closed: the misses file at path has
+ * mode want. */
+static void expect_mode_after_a_miss(const kt_device_info *dev, const char *db, const char *path, mode_t want,
+                                     const char *what)
+{
+  kt_context *ctx = open_db(dev, db, NULL);
+  matmul(ctx, 100, 200, 300);
+  kt_close(ctx);
+  struct stat sb;
+  cr_assert_eq(stat(path, &sb), 0, "%s: no misses file", what);
+  cr_expect_eq(sb.st_mode & 07777, want, "%s: mode %o, not %o", what, (unsigned)(sb.st_mode & 07777), (unsigned)want);
+}
+
 /* The file is replaced, not rewritten: the new one takes the old one's
  * mode, so a file made private stays private. */
 Test(misses, a_rewrite_keeps_the_files_mode)
@@ -479,13 +492,8 @@ Test(misses, a_rewrite_keeps_the_files_mode)
   for (int i = 0; i < 4; ++i) {
     if (modes[i])
       cr_assert_eq(chmod(path, modes[i]), 0);
-    kt_context *ctx = open_db(&dev, db, NULL);
-    matmul(ctx, 100, 200, 300);
-    kt_close(ctx);
-    struct stat sb;
-    cr_assert_eq(stat(path, &sb), 0);
-    const mode_t want = modes[i] ? modes[i] : 0644; /* a new file: the database's, 0644 here */
-    cr_expect_eq(sb.st_mode & 07777, want, "mode %o, not %o", (unsigned)(sb.st_mode & 07777), (unsigned)want);
+    /* a new file: the database's, 0644 here */
+    expect_mode_after_a_miss(&dev, db, path, modes[i] ? modes[i] : 0644, modes[i] ? "a rewrite" : "a new file");
   }
   cr_expect_eq(file_count(db, dev.fingerprint, "matmul", "100x200x300"), 4);
 }
@@ -506,14 +514,9 @@ Test(misses, a_first_file_takes_the_databases_mode)
     const int fd = open(db, O_WRONLY | O_CREAT | O_EXCL, 0600); /* empty: a database of none */
     cr_assert(fd >= 0 && close(fd) == 0);
     cr_assert_eq(chmod(db, modes[i]), 0);
-    kt_context *ctx = open_db(&dev, db, NULL);
-    matmul(ctx, 100, 200, 300);
-    kt_close(ctx);
-    struct stat sb;
-    cr_assert_eq(stat(path, &sb), 0);
-    const mode_t want = modes[i] & 0666;
-    cr_expect_eq(sb.st_mode & 07777, want, "database %o: misses %o, not %o", (unsigned)modes[i],
-                 (unsigned)(sb.st_mode & 07777), (unsigned)want);
+    char what[64];
+    snprintf(what, sizeof what, "beside a database of mode %o", (unsigned)modes[i]);
+    expect_mode_after_a_miss(&dev, db, path, modes[i] & 0666, what);
   }
 }
 
