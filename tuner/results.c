@@ -168,7 +168,7 @@ static void show_device(const args *a, kt_db *db, const kt_db_device *d, const c
 }
 
 /* One file, the layer "user", "system" or "file" (--db): 0 when it was
- * read or is a missing default layer, else 1; *shown counts the devices
+ * read or is a missing default layer, else 1; *shown_out counts the devices
  * whose rows it showed. */
 static int show_file(const args *a, const char *layer, const char *path, int missing_ok, const kt_device_info *gpu,
                      int first, int *shown_out)
