@@ -774,7 +774,7 @@ static int rank_locked(kt_db *db, const char *device_fp, const char *gen_version
     if (seen || x->ndist >= 4)
       continue;
     const double ms = sqlite3_column_double(st, 4); /* 0 when NULL */
-    if (!(ms > 0) || !isfinite(ms))
+    if (!kt_time_ranks(ms))
       continue; /* no time to rank by (hand-edited): log() would rank it first, or last */
     snprintf(x->dist_seen[x->ndist++], sizeof x->dist_seen[0], "%s", dist);
     x->log_sum += log(ms);
@@ -874,7 +874,7 @@ static int key_has_sizes(sqlite3_stmt *st, int first, const kt_family_ops *ops, 
 static int row_problem(sqlite3_stmt *st, const kt_family_ops *ops, const char *key, double ms, kt_problem *p, char *err,
                        size_t errlen)
 {
-  if (key_has_sizes(st, 2, ops, key, p) && isfinite(ms) && ms > 0)
+  if (key_has_sizes(st, 2, ops, key, p) && kt_time_ranks(ms))
     return KT_OK;
   snprintf(err, errlen, "a %s winner (problem \"%s\", %g ms) whose sizes or time are not those of its problem",
            ops->name, key ? key : "NULL", ms);

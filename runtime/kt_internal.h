@@ -17,6 +17,7 @@
 #define KT_INTERNAL_H
 
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -219,6 +220,14 @@ typedef struct kt_measurement {
   double max_err;     /* matmul: worst error / bound; hist: wrong bins */
   int reps;
 } kt_measurement;
+
+/* Whether ms is a time that a result can be ranked or chosen by: positive
+ * and finite (not a NULL read back as 0 or NaN, a hand edit, a failed
+ * timer). */
+static inline int kt_time_ranks(double ms)
+{
+  return ms > 0 && isfinite(ms);
+}
 
 /* Delete all but the newest `keep` measurements of each (device, generator,
  * problem, distribution, variant, source hash): rankings use the newest

@@ -237,7 +237,7 @@ static void harvest(kt_race *r, race_entry *e)
       continue;
     const int c = sl->cand;
     e->flying[c]--;
-    if (q > 0 && ms > 0 && isfinite(ms)) {
+    if (q > 0 && kt_time_ranks(ms)) {
       e->got[c]++;
       if (ms < e->best[c])
         e->best[c] = ms;

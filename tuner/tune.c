@@ -432,7 +432,7 @@ typedef struct recorded {
 static void take_recorded(void *user, const kt_measurement *m)
 {
   recorded *r = user;
-  if (m->status && strcmp(m->status, "ok") == 0 && !(m->time_ms > 0 && isfinite(m->time_ms)))
+  if (m->status && strcmp(m->status, "ok") == 0 && !kt_time_ranks(m->time_ms))
     return;
   for (int i = 0; i < r->nv; ++i)
     if (!strcmp(r->vs[i]->name, m->variant) && !strcmp(r->vs[i]->source_hash, m->source_hash)) {
