@@ -237,7 +237,7 @@ generated/registry.c generated/registry.h: | generated/variants.mk
 # rewritten only when they change, so that what holds them is rebuilt then
 # (`make install PREFIX=/usr` after `make`), and only then.
 LIB_FROM_BIN := $(shell realpath -m --relative-to='$(BINDIR)' '$(LIBDIR)')
-CLI_RUNPATH := $$ORIGIN:$$ORIGIN/$(LIB_FROM_BIN):$(CUDA_HOME)/lib64
+CLI_RUNPATH := $$ORIGIN/$(LIB_FROM_BIN):$(CUDA_HOME)/lib64
 build/paths: FORCE
 	@mkdir -p $(@D)
 	@printf '%s\n' 'PREFIX=$(PREFIX)' 'LIBDIR=$(LIBDIR)' 'INCLUDEDIR=$(INCLUDEDIR)' 'DATADIR=$(DATADIR)' \
@@ -342,16 +342,24 @@ under_prefix = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 # libktune.so, and the runtime's internals, which libktune.so does not
 # export, from an archive of the runtime's own objects (less the registry
 # and the kernels).  --exclude-libs keeps that copy's API functions out of
-# the CLI's exports, where they would stand in for the library's.  RUNPATH:
-# build/ here, LIBDIR once installed, and the CUDA runtime this build found.
+# the CLI's exports, where they would stand in for the library's.  It is
+# linked twice, alike but for its RUNPATH (with the CUDA runtime this build
+# found in both): build/ktune finds libktune.so beside it in build/, the
+# installed one (build/install/ktune) in LIBDIR alone, so that no
+# libktune.so.* that lies in BINDIR can stand in for the installed one.
 build/libktune_internal.a: $(RUNTIME_OBJS)
 	$(call say,AR,$@)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-build/ktune: $(TUNER_OBJS) build/libktune_internal.a build/libktune.so build/paths
+CLI_LINK = $(CC) -o $@ $(TUNER_OBJS) build/libktune_internal.a build/libktune.so \
+	  -Wl,--exclude-libs,libktune_internal.a $(LIB_LIBS) -Wl,--enable-new-dtags
+build/ktune: $(TUNER_OBJS) build/libktune_internal.a build/libktune.so
 	$(call say,LD,$@)
-	$(Q)$(CC) -o $@ $(TUNER_OBJS) build/libktune_internal.a build/libktune.so \
-	  -Wl,--exclude-libs,libktune_internal.a $(LIB_LIBS) -Wl,--enable-new-dtags -Wl,-rpath,'$(CLI_RUNPATH)'
+	$(Q)$(CLI_LINK) -Wl,-rpath,'$$ORIGIN:$(CUDA_HOME)/lib64'
+
+build/install/ktune: $(TUNER_OBJS) build/libktune_internal.a build/libktune.so build/paths
+	$(call say,LD,$@)
+	$(Q)mkdir -p $(@D) && $(CLI_LINK) -Wl,-rpath,'$(CLI_RUNPATH)'
 
 build/example: build/obj/examples/example.o build/libktune.a
 	$(call say,LD,$@)
@@ -435,7 +443,7 @@ build/replay_dispatch: bench/replay_dispatch.c build/libktune.a runtime/kt_inter
 # layer).  Outside a stage, ldconfig (when it may) tells the loader about
 # the new library.
 KT_SHARE := $(DATADIR)/ktune
-install: all
+install: all build/install/ktune
 	$(call say,INSTALL,$(DESTDIR)$(PREFIX))
 	$(Q)rm -rf '$(DESTDIR)$(KT_SHARE)/generated'
 	$(Q)install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(LIBDIR)' '$(DESTDIR)$(PKGCONFIGDIR)' '$(DESTDIR)$(INCLUDEDIR)' \
@@ -446,7 +454,7 @@ install: all
 	$(Q)ln -sf libktune.so.$(VERSION) '$(DESTDIR)$(LIBDIR)/libktune.so.$(MAJOR)'
 	$(Q)ln -sf libktune.so.$(MAJOR) '$(DESTDIR)$(LIBDIR)/libktune.so'
 	$(Q)install -m 644 build/ktune.pc '$(DESTDIR)$(PKGCONFIGDIR)/'
-	$(Q)install -m 755 build/ktune '$(DESTDIR)$(BINDIR)/'
+	$(Q)install -m 755 build/install/ktune '$(DESTDIR)$(BINDIR)/'
 	$(Q)install -m 644 LICENSE '$(DESTDIR)$(DOCDIR)/'
 	$(Q)$(foreach f,$(FAMILIES),install -m 644 $(filter generated/$(f)/%,$(VARIANTS:%=generated/%.cu)) \
 	  '$(DESTDIR)$(KT_SHARE)/generated/$(f)/' &&) true

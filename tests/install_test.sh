@@ -10,7 +10,7 @@
 # Checks that install writes nothing outside the stage (a listing of the
 # system's folders, with sizes and times, before and after), what it
 # installs (SONAME and links, no RUNPATH in the library, a CLI without
-# kernels that runs from the stage), that tests/outside/hello.c builds
+# kernels that runs from the stage and finds the library in lib/ alone), that tests/outside/hello.c builds
 # against libktune.so and libktune.a and, without a GPU, fails cleanly
 # ("no CUDA device"; with one, it multiplies and checks), and that
 # uninstall leaves no file in the stage.  Prints TAP for tests/run.sh.
@@ -80,6 +80,11 @@ fi
 check "the CLI holds no kernels (no .nv_fatbin section)" eval "! readelf -S '$stage/usr/bin/ktune' | grep -q nv_fatbin"
 check "the CLI loads the staged libktune.so" \
   grep -q "libktune.so.$major => $stage/usr/bin/../lib/libktune.so.$major" <(ldd "$stage/usr/bin/ktune")
+# A libktune.so.* in BINDIR (a stray copy) is not what the installed CLI loads.
+cp "$lib/libktune.so.$version" "$stage/usr/bin/libktune.so.$major"
+check "the CLI's RUNPATH has \$ORIGIN/../lib, not \$ORIGIN: a copy in bin/ is not loaded" \
+  grep -q "libktune.so.$major => $stage/usr/bin/../lib/libktune.so.$major" <(ldd "$stage/usr/bin/ktune")
+rm -f "$stage/usr/bin/libktune.so.$major"
 check "the staged CLI runs: ktune --version" grep -qx "ktune $version" <("$stage/usr/bin/ktune" --version)
 check "the staged CLI lists each installed source's variant (a row per target)" \
   test "$("$stage/usr/bin/ktune" list | awk '{print $1}' | sort -u | wc -l)" -eq "$nsources"
