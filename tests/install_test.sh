@@ -10,10 +10,11 @@
 # Checks that install writes nothing outside the stage (a listing of the
 # system's folders, with sizes and times, before and after), what it
 # installs (SONAME and links, no RUNPATH in the library, a CLI without
-# kernels that runs from the stage and finds the library in lib/ alone), that tests/outside/hello.c builds
-# against libktune.so and libktune.a and, without a GPU, fails cleanly
-# ("no CUDA device"; with one, it multiplies and checks), and that
-# uninstall leaves no file in the stage.  Prints TAP for tests/run.sh.
+# kernels that runs from the stage and finds the library in lib/ alone),
+# that tests/outside/hello.c builds against libktune.so and libktune.a
+# and, without a GPU, fails cleanly ("no CUDA device"; with one, it
+# multiplies and checks), and that uninstall leaves no file in the stage.
+# Prints TAP for tests/run.sh.
 #
 # pkg-config is pointed at the stage by PKG_CONFIG_PATH and prefix=STAGE/usr
 # (ktune.pc's paths are under ${prefix}).  PKG_CONFIG_SYSROOT_DIR would
