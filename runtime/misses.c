@@ -265,6 +265,25 @@ static int most_counted(const void *a, const void *b)
   return c ? c : strcmp(x->key, y->key);
 }
 
+/* The read and write bits of the tuning database whose misses file is
+ * path (path less MISSES_SUFFIX, kt_misses_path's inverse: the tuner has
+ * only the misses file's path) into *mode; 0 where there is no such
+ * regular file. */
+static int database_mode(const char *path, mode_t *mode)
+{
+  const size_t len = strlen(path), sl = strlen(MISSES_SUFFIX);
+  char db[PATH_MAX + 1];
+  struct stat sb;
+  if (len <= sl || len - sl >= sizeof db || strcmp(path + len - sl, MISSES_SUFFIX) != 0)
+    return 0;
+  memcpy(db, path, len - sl);
+  db[len - sl] = 0;
+  if (stat(db, &sb) != 0 || !S_ISREG(sb.st_mode))
+    return 0;
+  *mode = sb.st_mode & 0666;
+  return 1;
+}
+
 int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size_t errlen)
 {
   if (n == 0) { /* nothing left: no file */
@@ -293,18 +312,7 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
     return KT_ERR_DB_FOREIGN;
   }
   mode_t want = had ? old.st_mode & 07777 : 0;
-  int follow = had; /* a mode to take */
-  if (!had) {
-    const size_t len = strlen(path), sl = strlen(MISSES_SUFFIX);
-    char db[PATH_MAX + 1];
-    struct stat dbs;
-    if (len > sl && len - sl < sizeof db && strcmp(path + len - sl, MISSES_SUFFIX) == 0) {
-      memcpy(db, path, len - sl);
-      db[len - sl] = 0;
-      if (stat(db, &dbs) == 0 && S_ISREG(dbs.st_mode))
-        want = dbs.st_mode & 0666, follow = 1;
-    }
-  }
+  const int follow = had || database_mode(path, &want); /* a mode to take */
   const mode_t mode = follow ? 0600 : 0644; /* nothing to follow: 0644 less the umask */
   /* A file of our own: never through a link, never one that is there. */
   int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
