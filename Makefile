@@ -335,7 +335,9 @@ build/ktune.pc: runtime/ktune.pc.in build/paths runtime/include/ktune.h
 	  -e 's|@INCLUDEDIR@|$(call under_prefix,$(INCLUDEDIR))|' -e 's|@CUDA_HOME@|$(CUDA_HOME)|' \
 	  -e 's|@VERSION@|$(VERSION)|' $< > $@
 # ${prefix}/lib for $(PREFIX)/lib, so that pkg-config may move the prefix.
-under_prefix = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
+# subst, not patsubst: a PREFIX with a space stays one path (a marker
+# anchors it at the start).
+under_prefix = $(subst @@,,$(subst @@$(PREFIX)/,$${prefix}/,@@$(1)))
 
 # ---- programs -----------------------------------------------------------
 # The CLI takes the kernels, nearly all of libktune's size, from

@@ -133,5 +133,29 @@ left=$(cd "$stage" && find . -mindepth 1 -type d | sort | tr '\n' ' ')
 check "the stage keeps only the shared folders" \
   test "$left" = "./usr ./usr/bin ./usr/include ./usr/lib ./usr/lib/pkgconfig ./usr/share ./usr/share/doc "
 
+# ---- a PREFIX with a space ------------------------------------------------------
+# make's functions split words at spaces; no path may be split.  ktune.pc
+# quotes its paths, and pkg-config prints their spaces escaped, for a shell
+# (or make) to read.  Installed where it says (no DESTDIR; no ldconfig):
+# pkg-config's --define-variable=prefix would move SQLite's prefix too,
+# and its -I, unquoted there, would split.
+sp="$work/k tune"
+run_make_spaced() {
+  make --no-print-directory -C "$root" "$@" PREFIX="$sp" LDCONFIG=true
+}
+check "make install PREFIX='.../k tune'" run_make_spaced install
+pcs() { PKG_CONFIG_PATH=$sp/lib/pkgconfig pkg-config "$@" ktune; }
+check "ktune.pc's libdir is \${prefix}/lib, there" \
+  eval "grep -qxF 'libdir=\${prefix}/lib' '$sp/lib/pkgconfig/ktune.pc' && test \"\$(pcs --variable=libdir)\" = '$sp/lib'"
+check "pkg-config's flags keep the path whole" test "$(pcs --cflags | sed 's/ *$//')" = "-I${sp// /\\ }/include"
+check "hello.c builds against it (the flags read by the shell)" eval "$cc -Wall -Wextra -Werror \
+  -o '$work/hello_spaced' tests/outside/hello.c $(pcs --cflags) -I'$cuda/include' $(pcs --libs) -L'$cuda/lib64' -lcudart"
+check "that hello loads the library from the spaced lib/" \
+  grep -qF "libktune.so.$major => $sp/lib/libktune.so.$major" <(LD_LIBRARY_PATH=$sp/lib ldd "$work/hello_spaced")
+check "the CLI runs there and names its system database under the prefix" \
+  grep -qF "system database $sp/share/ktune/system.db" <("$sp/bin/ktune" show 2>&1)
+check "make uninstall PREFIX='.../k tune'" run_make_spaced uninstall
+check "no file is left there" test -z "$(find "$sp" ! -type d)"
+
 echo "1..$n"
 [ "$failed" -eq 0 ]
