@@ -436,7 +436,8 @@ KT_INTERNAL int kt_misses_read(const char *path, kt_misses_entry **out, int *n, 
  * 0 removes it.  Only after kt_misses_read has found the file ktune's. */
 KT_INTERNAL int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size_t errlen);
 /* Merge m's problems, as misses of device fingerprint, into the file
- * (counts added).  Nothing is written when m holds none. */
+ * (counts added), under the file's lock (misses.c).  Nothing is written
+ * when m holds none. */
 KT_INTERNAL int kt_misses_save(const kt_misses *m, const char *fingerprint, const char *path, char *err,
                                size_t errlen);
 /* Remove device fingerprint's lines for problems p[0..n) (tuned now). */

@@ -14,9 +14,24 @@
  * n=1000").  A close merges its misses into the file (counts added), keeps
  * the KT_MISSES_FILE_MAX most counted lines and replaces the file whole
  * (a temporary file renamed over it, given the old file's mode): a reader
- * never sees half a file.  Two processes closing at once may lose one's
- * counts, never the file.  Lines that do not read (another version's, a
- * family this build lacks) are dropped when the file is next written.
+ * never sees half a file.
+ *
+ * Merges one at a time: a merge (a close's, or a tune's forget) reads the
+ * file under its lock (flock, on the file itself: never on the database,
+ * whose SQLite locks a close of ours would drop) and holds the lock until
+ * its new file is in place; one that awaited the lock while the file was
+ * replaced starts again on the new file.  So processes closing at once
+ * lose none of one another's counts.  A lock held longer than
+ * LOCK_WAIT_MS (a process stopped mid-merge) fails the merge rather than
+ * hang a close.  The new file replaces only the file read: it is swapped
+ * in (renameat2's RENAME_EXCHANGE) and the file it displaced compared
+ * with the one read (device, inode, size, write time); another, put there
+ * by something that takes no lock, is swapped back and left as it is (the
+ * merge starts again, and finds it no file of ktune's).  Where the file
+ * system cannot exchange, the file is compared before a plain rename,
+ * which leaves a moment between the two.  Lines that do not read (another
+ * version's, a family this build lacks) are dropped when the file is next
+ * written.
  *
  * The path is the user's to use, so only a file of ours is ever replaced
  * or removed: a regular file (not a link: the link would be replaced by a
@@ -36,6 +51,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -199,10 +216,52 @@ static int read_line(char *line, kt_misses_entry *e)
   return 1;
 }
 
-int kt_misses_read(const char *path, kt_misses_entry **out, int *n, char *err, size_t errlen)
+/* What a merge read: no file, or the file's identity (see the top): its
+ * device and inode, and its size and time of last write, which tell a
+ * file that took a removed one's inode number.  Not the change time: a
+ * rename sets it. */
+typedef struct file_id {
+  int exists;
+  struct stat sb;
+} file_id;
+
+static int same_file_as(const struct stat *sb, const file_id *id)
+{
+  const struct stat *r = &id->sb;
+  return id->exists && S_ISREG(sb->st_mode) && sb->st_dev == r->st_dev && sb->st_ino == r->st_ino &&
+         sb->st_size == r->st_size && sb->st_mtim.tv_sec == r->st_mtim.tv_sec &&
+         sb->st_mtim.tv_nsec == r->st_mtim.tv_nsec;
+}
+
+#define CHANGED (-2)         /* the file is not the one read, or no longer at path: merge again (no KT_ code) */
+#define MERGE_TRIES 64       /* merges a save or forget may start again before it gives up */
+#define LOCK_WAIT_MS 2000    /* the longest a merge waits for another's lock */
+
+/* The file's lock, taken within LOCK_WAIT_MS: 0, or -1 with errno. */
+static int lock_within(int fd)
+{
+  for (int waited = 0;; ++waited) {
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+      return 0;
+    if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= LOCK_WAIT_MS)
+      return -1;
+    const struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
+/* kt_misses_read, and what it read into *id.  lock_fd (not NULL): the file
+ * is read under its lock, which *lock_fd holds on return (-1: no file;
+ * close it when done); CHANGED where it was replaced while the lock was
+ * awaited. */
+static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id *id, int *lock_fd, char *err,
+                       size_t errlen)
 {
   *out = NULL;
   *n = 0;
+  id->exists = 0;
+  if (lock_fd)
+    *lock_fd = -1;
   /* No link followed, and no FIFO's open left waiting for a writer: what
    * is there must first show itself a file of ours (see the top). */
   const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -224,15 +283,40 @@ int kt_misses_read(const char *path, kt_misses_entry **out, int *n, char *err, s
     close(fd);
     return KT_ERR_DB_FOREIGN;
   }
-  FILE *f = fdopen(fd, "r");
+  if (lock_fd) {
+    /* Locked, and still the file at path: one that another merge replaced
+     * while this one waited is not read. */
+    struct stat now;
+    if (lock_within(fd) != 0) {
+      snprintf(err, errlen, "locking %s: %s", path, errno == EWOULDBLOCK ? "another process holds it" : strerror(errno));
+      close(fd);
+      return KT_ERR_DB_WRITE;
+    }
+    if (lstat(path, &now) != 0 || now.st_dev != sb.st_dev || now.st_ino != sb.st_ino) {
+      close(fd);
+      return CHANGED;
+    }
+    if (fstat(fd, &sb) != 0) { /* as it is now that nobody else writes it */
+      snprintf(err, errlen, "reading %s: %s", path, strerror(errno));
+      close(fd);
+      return KT_ERR_DB_OPEN;
+    }
+    *lock_fd = fd;
+  }
+  id->exists = 1;
+  id->sb = sb;
+  const int rfd = lock_fd ? dup(fd) : fd; /* the lock stays with *lock_fd */
+  FILE *f = rfd >= 0 ? fdopen(rfd, "r") : NULL;
   kt_misses_entry *e = f ? malloc(sizeof *e * (KT_MISSES_FILE_MAX + 1)) : NULL;
   if (!e) {
     const int rc = f ? KT_ERR_NO_MEMORY : KT_ERR_DB_OPEN;
     snprintf(err, errlen, "reading %s: %s", path, strerror(errno));
     if (f)
       fclose(f);
-    else
-      close(fd);
+    else if (rfd >= 0)
+      close(rfd);
+    if (lock_fd)
+      close(*lock_fd), *lock_fd = -1;
     return rc;
   }
   char line[1024];
@@ -247,6 +331,8 @@ int kt_misses_read(const char *path, kt_misses_entry **out, int *n, char *err, s
                sb.st_size == 0 ? "it is empty" : "its first line is not ktune's header");
     fclose(f);
     free(e);
+    if (lock_fd)
+      close(*lock_fd), *lock_fd = -1;
     return bad ? KT_ERR_DB_OPEN : KT_ERR_DB_FOREIGN;
   }
   while (*n < KT_MISSES_FILE_MAX && fgets(line, sizeof line, f))
@@ -254,6 +340,12 @@ int kt_misses_read(const char *path, kt_misses_entry **out, int *n, char *err, s
   fclose(f);
   *out = e;
   return KT_OK;
+}
+
+int kt_misses_read(const char *path, kt_misses_entry **out, int *n, char *err, size_t errlen)
+{
+  file_id id;
+  return read_misses(path, out, n, &id, NULL, err, errlen);
 }
 
 static int most_counted(const void *a, const void *b)
@@ -284,23 +376,103 @@ static int database_mode(const char *path, mode_t *mode)
   return 1;
 }
 
-int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size_t errlen)
+/* tmp (a whole file of ours) in path's place, where path is still what was
+ * read (*was; NULL: whatever is there): 0, CHANGED, or -1 with errno.
+ * *stranded: a swap could not be undone, and tmp holds what was at path. */
+static int put_in_place(const char *tmp, const char *path, const file_id *was, int *stranded)
 {
+  struct stat sb;
+  *stranded = 0;
+  if (!was)
+    return rename(tmp, path) == 0 ? 0 : -1;
+  if (!was->exists) {
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+      return 0;
+    if (errno == EEXIST)
+      return CHANGED;
+    if (errno != EINVAL && errno != ENOSYS)
+      return -1;
+    if (lstat(path, &sb) == 0) /* no RENAME_NOREPLACE here: look, then rename */
+      return CHANGED;
+    return errno == ENOENT && rename(tmp, path) == 0 ? 0 : -1;
+  }
+  if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {
+    if (lstat(tmp, &sb) == 0 && same_file_as(&sb, was)) {
+      unlink(tmp); /* the file read, replaced */
+      return 0;
+    }
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0)
+      return CHANGED; /* put back */
+    *stranded = 1;
+    return -1;
+  }
+  if (errno == ENOENT) /* gone meanwhile */
+    return CHANGED;
+  if (errno != EINVAL && errno != ENOSYS)
+    return -1;
+  if (lstat(path, &sb) != 0) /* no RENAME_EXCHANGE here: look, then rename */
+    return errno == ENOENT ? CHANGED : -1;
+  return !same_file_as(&sb, was) ? CHANGED : rename(tmp, path) == 0 ? 0 : -1;
+}
+
+/* path removed, where it is still what was read (as put_in_place). */
+static int remove_in_place(const char *tmp, const char *path, const file_id *was, int *stranded)
+{
+  struct stat sb;
+  *stranded = 0;
+  if (!was)
+    return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+  if (!was->exists)
+    return lstat(path, &sb) == 0 ? CHANGED : 0;
+  if (renameat2(AT_FDCWD, path, AT_FDCWD, tmp, RENAME_NOREPLACE) == 0) {
+    if (lstat(tmp, &sb) == 0 && same_file_as(&sb, was))
+      return unlink(tmp) == 0 ? 0 : -1;
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+      return CHANGED;
+    *stranded = 1;
+    return -1;
+  }
+  if (errno == ENOENT)
+    return 0; /* removed meanwhile: as asked */
+  if (errno != EINVAL && errno != ENOSYS)
+    return -1;
+  if (lstat(path, &sb) != 0)
+    return errno == ENOENT ? 0 : -1;
+  return !same_file_as(&sb, was) ? CHANGED : unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+/* The temporary file's name: the process's and a count of its writes, so
+ * that two threads closing contexts at once never share one. */
+static int temp_name(const char *path, char *tmp, size_t len)
+{
+  static unsigned writes;
+  const unsigned w = __atomic_fetch_add(&writes, 1, __ATOMIC_RELAXED);
+  return snprintf(tmp, len, "%s.tmp%ld.%u", path, (long)getpid(), w) < (int)len;
+}
+
+/* kt_misses_write, replacing or removing only the file that was read
+ * (was; NULL: whatever regular file is there): KT_OK, CHANGED, or an error. */
+static int write_misses(const char *path, kt_misses_entry *e, int n, const file_id *was, char *err, size_t errlen)
+{
+  char tmp[PATH_MAX + 1100];
+  int stranded = 0, put;
+  if (!temp_name(path, tmp, sizeof tmp)) {
+    snprintf(err, errlen, "%s: path too long", path);
+    return KT_ERR_DB_WRITE;
+  }
   if (n == 0) { /* nothing left: no file */
-    if (unlink(path) != 0 && errno != ENOENT) {
-      snprintf(err, errlen, "removing %s: %s", path, strerror(errno));
+    if ((put = remove_in_place(tmp, path, was, &stranded)) == -1) {
+      if (stranded)
+        snprintf(err, errlen, "removing %s: it changed meanwhile and could not be put back: it is %s now", path, tmp);
+      else
+        snprintf(err, errlen, "removing %s: %s", path, strerror(errno));
       return KT_ERR_DB_WRITE;
     }
-    return KT_OK;
+    return put;
   }
   qsort(e, (size_t)n, sizeof *e, most_counted);
   if (n > KT_MISSES_FILE_MAX)
     n = KT_MISSES_FILE_MAX;
-  char tmp[PATH_MAX + 1100];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-    snprintf(err, errlen, "%s: path too long", path);
-    return KT_ERR_DB_WRITE;
-  }
   /* The new file keeps the old one's mode (a private file stays private);
    * a first file takes the database's beside it (a private database's
    * misses are private too), read and write bits only.  Private until it
@@ -337,12 +509,23 @@ int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size
   /* On disk before the rename: a crash after it must not leave an empty
    * file in its place, which is not ours to replace (see the top). */
   const int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
-  if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-    snprintf(err, errlen, "writing %s: %s", path, strerror(errno ? errno : EIO));
-    unlink(tmp);
+  if (fclose(f) != 0 || bad || (put = put_in_place(tmp, path, was, &stranded)) == -1) {
+    if (stranded)
+      snprintf(err, errlen, "writing %s: it changed meanwhile and could not be put back: it is %s now", path, tmp);
+    else
+      snprintf(err, errlen, "writing %s: %s", path, strerror(errno ? errno : EIO));
+    if (!stranded)
+      unlink(tmp);
     return KT_ERR_DB_WRITE;
   }
-  return KT_OK;
+  if (put == CHANGED)
+    unlink(tmp);
+  return put;
+}
+
+int kt_misses_write(const char *path, kt_misses_entry *e, int n, char *err, size_t errlen)
+{
+  return write_misses(path, e, n, NULL, err, errlen);
 }
 
 static int find(const kt_misses_entry *e, int n, const char *fingerprint, const kt_problem *p)
@@ -353,64 +536,105 @@ static int find(const kt_misses_entry *e, int n, const char *fingerprint, const 
   return -1;
 }
 
+/* An edit of the file's lines e[0..n) (room after them for as many as the
+ * merge was told): their new count, or -1 where nothing is to be written. */
+typedef int (*edit_fn)(kt_misses_entry *e, int n, void *arg);
+
+/* The file's lines read under its lock, edited and written back (see the
+ * top), started again where the file was replaced meanwhile.  what: the
+ * edit, for the message where it never got through. */
+static int merge(const char *path, int room, edit_fn edit, void *arg, const char *what, char *err, size_t errlen)
+{
+  for (int tries = 0; tries < MERGE_TRIES; ++tries) {
+    kt_misses_entry *e = NULL;
+    file_id was;
+    int n = 0, lock = -1, rc = read_misses(path, &e, &n, &was, &lock, err, errlen);
+    if (rc == KT_OK && room > 0) {
+      kt_misses_entry *all = realloc(e, sizeof *e * (size_t)(n + room));
+      if (all)
+        e = all;
+      else
+        rc = KT_ERR_NO_MEMORY, snprintf(err, errlen, "out of memory");
+    }
+    if (rc == KT_OK) {
+      const int lines = edit(e, n, arg);
+      if (lines >= 0)
+        rc = write_misses(path, e, lines, &was, err, errlen);
+    }
+    free(e);
+    if (lock >= 0)
+      close(lock); /* the lock, let go once the new file is in place */
+    if (rc != CHANGED)
+      return rc;
+  }
+  snprintf(err, errlen, "%s was replaced %d times while %s; it is left as it is", path, MERGE_TRIES, what);
+  return KT_ERR_DB_WRITE;
+}
+
+typedef struct save_arg {
+  const char *fingerprint;
+  const kt_problem *p;
+  const long long *c;
+  int np;
+} save_arg;
+
+static int add_counts(kt_misses_entry *e, int n, void *arg)
+{
+  const save_arg *a = arg;
+  for (int i = 0; i < a->np; ++i) {
+    const int j = find(e, n, a->fingerprint, &a->p[i]);
+    if (j >= 0) {
+      e[j].count = a->c[i] > LLONG_MAX - e[j].count ? LLONG_MAX : e[j].count + a->c[i];
+      continue;
+    }
+    memset(&e[n], 0, sizeof e[n]);
+    snprintf(e[n].fingerprint, sizeof e[n].fingerprint, "%s", a->fingerprint);
+    e[n].problem = a->p[i];
+    kt_problem_key(&a->p[i], 0, e[n].key, sizeof e[n].key);
+    e[n++].count = a->c[i];
+  }
+  return n;
+}
+
 int kt_misses_save(const kt_misses *m, const char *fingerprint, const char *path, char *err, size_t errlen)
 {
   kt_problem *p = malloc(sizeof *p * KT_MISSES_SLOTS);
   long long *c = malloc(sizeof *c * KT_MISSES_SLOTS);
-  kt_misses_entry *e = NULL;
-  int n = 0, rc = p && c ? KT_OK : KT_ERR_NO_MEMORY;
+  int rc = p && c ? KT_OK : KT_ERR_NO_MEMORY;
   err[0] = 0;
-  const int np = rc == KT_OK ? kt_misses_get(m, p, c, KT_MISSES_SLOTS) : 0;
-  if (rc == KT_OK && np == 0)
-    goto done; /* nothing to add: the file stays as it is */
-  if (rc == KT_OK)
-    rc = kt_misses_read(path, &e, &n, err, errlen);
-  if (rc == KT_OK) {
-    kt_misses_entry *all = realloc(e, sizeof *e * (size_t)(n + np + 1));
-    if (!all)
-      rc = KT_ERR_NO_MEMORY;
-    else
-      e = all;
-  }
-  for (int i = 0; rc == KT_OK && i < np; ++i) {
-    const int j = find(e, n, fingerprint, &p[i]);
-    if (j >= 0) {
-      e[j].count = c[i] > LLONG_MAX - e[j].count ? LLONG_MAX : e[j].count + c[i];
-      continue;
-    }
-    memset(&e[n], 0, sizeof e[n]);
-    snprintf(e[n].fingerprint, sizeof e[n].fingerprint, "%s", fingerprint);
-    e[n].problem = p[i];
-    kt_problem_key(&p[i], 0, e[n].key, sizeof e[n].key);
-    e[n++].count = c[i];
-  }
-  if (rc == KT_OK)
-    rc = kt_misses_write(path, e, n, err, errlen);
-  else if (rc == KT_ERR_NO_MEMORY && !err[0])
+  if (rc != KT_OK)
     snprintf(err, errlen, "out of memory");
-done:
-  free(p), free(c), free(e);
+  const int np = rc == KT_OK ? kt_misses_get(m, p, c, KT_MISSES_SLOTS) : 0;
+  if (np > 0) { /* none: the file stays as it is */
+    save_arg a = {fingerprint, p, c, np};
+    rc = merge(path, np + 1, add_counts, &a, "these misses were merged into it", err, errlen);
+  }
+  free(p), free(c);
   return rc;
+}
+
+typedef struct forget_arg {
+  const char *fingerprint;
+  const kt_problem *p;
+  int np;
+} forget_arg;
+
+static int take_out(kt_misses_entry *e, int n, void *arg)
+{
+  const forget_arg *a = arg;
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    int hit = 0;
+    for (int k = 0; k < a->np && !hit; ++k)
+      hit = same(&e[i].problem, &a->p[k]) && strcmp(e[i].fingerprint, a->fingerprint) == 0;
+    if (!hit)
+      e[kept++] = e[i];
+  }
+  return kept < n ? kept : -1; /* nothing taken out: nothing to write */
 }
 
 int kt_misses_forget(const char *path, const char *fingerprint, const kt_problem *p, int np, char *err, size_t errlen)
 {
-  kt_misses_entry *e = NULL;
-  int n = 0, rc = kt_misses_read(path, &e, &n, err, errlen);
-  if (rc != KT_OK)
-    return rc;
-  int kept = 0, removed = 0;
-  for (int i = 0; i < n; ++i) {
-    int hit = 0;
-    for (int k = 0; k < np && !hit; ++k)
-      hit = same(&e[i].problem, &p[k]) && strcmp(e[i].fingerprint, fingerprint) == 0;
-    if (hit)
-      ++removed;
-    else
-      e[kept++] = e[i];
-  }
-  if (removed > 0)
-    rc = kt_misses_write(path, e, kept, err, errlen);
-  free(e);
-  return rc;
+  forget_arg a = {fingerprint, p, np};
+  return merge(path, 0, take_out, &a, "those lines were taken out", err, errlen);
 }
