@@ -21,17 +21,21 @@
  * whose SQLite locks a close of ours would drop) and holds the lock until
  * its new file is in place; one that awaited the lock while the file was
  * replaced starts again on the new file.  So processes closing at once
- * lose none of one another's counts.  A lock held longer than
- * LOCK_WAIT_MS (a process stopped mid-merge) fails the merge rather than
- * hang a close.  The new file replaces only the file read: it is swapped
- * in (renameat2's RENAME_EXCHANGE) and the file it displaced compared
- * with the one read (device, inode, size, write time); another, put there
- * by something that takes no lock, is swapped back and left as it is (the
- * merge starts again, and finds it no file of ktune's).  Where the file
- * system cannot exchange, the file is compared before a plain rename,
- * which leaves a moment between the two.  Lines that do not read (another
- * version's, a family this build lacks) are dropped when the file is next
- * written.
+ * lose none of one another's counts.  A merge waits at most MERGE_WAIT_MS
+ * in all (a lock held by a process stopped mid-merge) and then fails,
+ * rather than hang a close.  The new file replaces only the file read: it
+ * is swapped in (renameat2's RENAME_EXCHANGE) and the file it displaced
+ * compared with the one read (device, inode, size, write time); another,
+ * put there by something that takes no lock, is swapped back and left as
+ * it is (the merge starts again, and finds it no file of ktune's).  What
+ * is left to chance: where the file system cannot exchange names or
+ * refuse to replace one (renameat2's flags), a file put there by such a
+ * writer between the comparison and the plain rename that follows it, and
+ * two first files made at once (each looked for none), one of which
+ * replaces the other; where it has no flock (NFS on a file this user may
+ * not write), merges at once, as before the lock.  Lines that do not read
+ * (another version's, a family this build lacks) are dropped when the
+ * file is next written.
  *
  * The path is the user's to use, so only a file of ours is ever replaced
  * or removed: a regular file (not a link: the link would be replaced by a
@@ -233,29 +237,51 @@ static int same_file_as(const struct stat *sb, const file_id *id)
          sb->st_mtim.tv_nsec == r->st_mtim.tv_nsec;
 }
 
-#define CHANGED (-2)         /* the file is not the one read, or no longer at path: merge again (no KT_ code) */
-#define MERGE_TRIES 64       /* merges a save or forget may start again before it gives up */
-#define LOCK_WAIT_MS 2000    /* the longest a merge waits for another's lock */
+#define CHANGED (-2)      /* the file is not the one read, or no longer at path: merge again (no KT_ code) */
+#define MERGE_WAIT_MS 2000 /* the longest a merge waits on others: their locks, their replacements */
 
-/* The file's lock, taken within LOCK_WAIT_MS: 0, or -1 with errno. */
-static int lock_within(int fd)
+static double now_ms(void)
 {
-  for (int waited = 0;; ++waited) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* fd's lock (fd is the file sb at path), taken before deadline (now_ms's
+ * clock): 0; 0 with *none where the file system has no flock (NFS on a
+ * descriptor open for reading only, ENOLCK): the merge goes on without;
+ * CHANGED once path no longer names the file (the merge that held the
+ * lock replaced it); -1 with errno (EWOULDBLOCK: the deadline passed). */
+static int lock_before(int fd, const struct stat *sb, const char *path, double deadline, int *none)
+{
+  *none = 0;
+  for (;;) {
     if (flock(fd, LOCK_EX | LOCK_NB) == 0)
       return 0;
-    if ((errno != EWOULDBLOCK && errno != EINTR) || waited >= LOCK_WAIT_MS)
+    if (errno == EBADF || errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS) {
+      *none = 1;
+      return 0;
+    }
+    if (errno != EWOULDBLOCK && errno != EINTR)
       return -1;
+    struct stat now;
+    if (lstat(path, &now) != 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino)
+      return CHANGED;
+    if (now_ms() >= deadline) {
+      errno = EWOULDBLOCK;
+      return -1;
+    }
     const struct timespec ms = {0, 1000000};
     nanosleep(&ms, NULL);
   }
 }
 
 /* kt_misses_read, and what it read into *id.  lock_fd (not NULL): the file
- * is read under its lock, which *lock_fd holds on return (-1: no file;
- * close it when done); CHANGED where it was replaced while the lock was
- * awaited. */
-static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id *id, int *lock_fd, char *err,
-                       size_t errlen)
+ * is read under its lock, taken before deadline, which *lock_fd holds on
+ * return (-1: no file, or no lock on this file system; close it when
+ * done); CHANGED where it was replaced while the lock was awaited. */
+static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id *id, int *lock_fd, double deadline,
+                       char *err, size_t errlen)
 {
   *out = NULL;
   *n = 0;
@@ -263,8 +289,12 @@ static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id 
   if (lock_fd)
     *lock_fd = -1;
   /* No link followed, and no FIFO's open left waiting for a writer: what
-   * is there must first show itself a file of ours (see the top). */
-  const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+   * is there must first show itself a file of ours (see the top).  To be
+   * locked, open for writing where it may be (NFS locks only such). */
+  const int flags = O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+  int fd = lock_fd ? open(path, O_RDWR | flags) : -1;
+  if (fd < 0)
+    fd = open(path, O_RDONLY | flags);
   struct stat sb;
   if (fd < 0 && errno == ENOENT)
     return KT_OK;
@@ -283,29 +313,34 @@ static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id 
     close(fd);
     return KT_ERR_DB_FOREIGN;
   }
+  int lock_failed = 0; /* an errno: the file is read unlocked, to tell the message */
   if (lock_fd) {
     /* Locked, and still the file at path: one that another merge replaced
      * while this one waited is not read. */
-    struct stat now;
-    if (lock_within(fd) != 0) {
-      snprintf(err, errlen, "locking %s: %s", path, errno == EWOULDBLOCK ? "another process holds it" : strerror(errno));
-      close(fd);
-      return KT_ERR_DB_WRITE;
-    }
-    if (lstat(path, &now) != 0 || now.st_dev != sb.st_dev || now.st_ino != sb.st_ino) {
+    int none;
+    const int got = lock_before(fd, &sb, path, deadline, &none);
+    if (got == CHANGED) {
       close(fd);
       return CHANGED;
     }
-    if (fstat(fd, &sb) != 0) { /* as it is now that nobody else writes it */
+    struct stat now;
+    if (got != 0)
+      lock_failed = errno;
+    else if (lstat(path, &now) != 0 || now.st_dev != sb.st_dev || now.st_ino != sb.st_ino) {
+      close(fd);
+      return CHANGED;
+    } else if (fstat(fd, &sb) != 0) { /* as it is now that nobody else writes it */
       snprintf(err, errlen, "reading %s: %s", path, strerror(errno));
       close(fd);
       return KT_ERR_DB_OPEN;
     }
-    *lock_fd = fd;
+    if (got == 0 && !none)
+      *lock_fd = fd;
   }
   id->exists = 1;
   id->sb = sb;
-  const int rfd = lock_fd ? dup(fd) : fd; /* the lock stays with *lock_fd */
+  /* The lock stays with *lock_fd: its own descriptor, never inherited. */
+  const int rfd = lock_fd && *lock_fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 0) : fd;
   FILE *f = rfd >= 0 ? fdopen(rfd, "r") : NULL;
   kt_misses_entry *e = f ? malloc(sizeof *e * (KT_MISSES_FILE_MAX + 1)) : NULL;
   if (!e) {
@@ -315,7 +350,7 @@ static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id 
       fclose(f);
     else if (rfd >= 0)
       close(rfd);
-    if (lock_fd)
+    if (lock_fd && *lock_fd >= 0)
       close(*lock_fd), *lock_fd = -1;
     return rc;
   }
@@ -331,9 +366,16 @@ static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id 
                sb.st_size == 0 ? "it is empty" : "its first line is not ktune's header");
     fclose(f);
     free(e);
-    if (lock_fd)
+    if (lock_fd && *lock_fd >= 0)
       close(*lock_fd), *lock_fd = -1;
     return bad ? KT_ERR_DB_OPEN : KT_ERR_DB_FOREIGN;
+  }
+  if (lock_failed) { /* ktune's file, and no lock on it: say which */
+    snprintf(err, errlen, "locking %s: %s", path,
+             lock_failed == EWOULDBLOCK ? "another process has held it too long" : strerror(lock_failed));
+    fclose(f);
+    free(e);
+    return KT_ERR_DB_WRITE;
   }
   while (*n < KT_MISSES_FILE_MAX && fgets(line, sizeof line, f))
     *n += read_line(line, &e[*n]);
@@ -345,7 +387,7 @@ static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id 
 int kt_misses_read(const char *path, kt_misses_entry **out, int *n, char *err, size_t errlen)
 {
   file_id id;
-  return read_misses(path, out, n, &id, NULL, err, errlen);
+  return read_misses(path, out, n, &id, NULL, 0, err, errlen);
 }
 
 static int most_counted(const void *a, const void *b)
@@ -378,8 +420,9 @@ static int database_mode(const char *path, mode_t *mode)
 
 /* tmp (a whole file of ours) in path's place, where path is still what was
  * read (*was; NULL: whatever is there): 0, CHANGED, or -1 with errno.
- * *stranded: a swap could not be undone, and tmp holds what was at path. */
-static int put_in_place(const char *tmp, const char *path, const file_id *was, int *stranded)
+ * ours: tmp's own identity.  *stranded: a swap could not be undone, and
+ * tmp holds another file (what was at path, or what took its place). */
+static int put_in_place(const char *tmp, const char *path, const file_id *was, const struct stat *ours, int *stranded)
 {
   struct stat sb;
   *stranded = 0;
@@ -401,8 +444,11 @@ static int put_in_place(const char *tmp, const char *path, const file_id *was, i
       unlink(tmp); /* the file read, replaced */
       return 0;
     }
-    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0)
-      return CHANGED; /* put back */
+    /* Put back, where ours is still at path: a merge that found ours
+     * there meanwhile and replaced it has its file at path. */
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0 && lstat(tmp, &sb) == 0 &&
+        sb.st_dev == ours->st_dev && sb.st_ino == ours->st_ino)
+      return CHANGED;
     *stranded = 1;
     return -1;
   }
@@ -424,7 +470,10 @@ static int remove_in_place(const char *tmp, const char *path, const file_id *was
     return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
   if (!was->exists)
     return lstat(path, &sb) == 0 ? CHANGED : 0;
-  if (renameat2(AT_FDCWD, path, AT_FDCWD, tmp, RENAME_NOREPLACE) == 0) {
+  int moved = renameat2(AT_FDCWD, path, AT_FDCWD, tmp, RENAME_NOREPLACE) == 0;
+  if (!moved && errno == EEXIST && unlink(tmp) == 0) /* left by a process of our pid that died */
+    moved = renameat2(AT_FDCWD, path, AT_FDCWD, tmp, RENAME_NOREPLACE) == 0;
+  if (moved) {
     if (lstat(tmp, &sb) == 0 && same_file_as(&sb, was))
       return unlink(tmp) == 0 ? 0 : -1;
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
@@ -463,7 +512,8 @@ static int write_misses(const char *path, kt_misses_entry *e, int n, const file_
   if (n == 0) { /* nothing left: no file */
     if ((put = remove_in_place(tmp, path, was, &stranded)) == -1) {
       if (stranded)
-        snprintf(err, errlen, "removing %s: it changed meanwhile and could not be put back: it is %s now", path, tmp);
+        snprintf(err, errlen, "removing %s: another file was put there meanwhile, and could not be put back: it is %s now",
+                 path, tmp);
       else
         snprintf(err, errlen, "removing %s: %s", path, strerror(errno));
       return KT_ERR_DB_WRITE;
@@ -508,10 +558,12 @@ static int write_misses(const char *path, kt_misses_entry *e, int n, const file_
     fprintf(f, "%s\t%s\t%s\t%lld\n", e[i].fingerprint, kt_family_name(e[i].problem.family), e[i].key, e[i].count);
   /* On disk before the rename: a crash after it must not leave an empty
    * file in its place, which is not ours to replace (see the top). */
-  const int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0;
-  if (fclose(f) != 0 || bad || (put = put_in_place(tmp, path, was, &stranded)) == -1) {
+  struct stat ours;
+  const int bad = ferror(f) || fflush(f) != 0 || fsync(fileno(f)) != 0 || fstat(fileno(f), &ours) != 0;
+  if (fclose(f) != 0 || bad || (put = put_in_place(tmp, path, was, &ours, &stranded)) == -1) {
     if (stranded)
-      snprintf(err, errlen, "writing %s: it changed meanwhile and could not be put back: it is %s now", path, tmp);
+      snprintf(err, errlen, "writing %s: another file was put there meanwhile, and could not be put back: it is %s now",
+               path, tmp);
     else
       snprintf(err, errlen, "writing %s: %s", path, strerror(errno ? errno : EIO));
     if (!stranded)
@@ -545,10 +597,11 @@ typedef int (*edit_fn)(kt_misses_entry *e, int n, void *arg);
  * edit, for the message where it never got through. */
 static int merge(const char *path, int room, edit_fn edit, void *arg, const char *what, char *err, size_t errlen)
 {
-  for (int tries = 0; tries < MERGE_TRIES; ++tries) {
+  const double deadline = now_ms() + MERGE_WAIT_MS;
+  for (;;) {
     kt_misses_entry *e = NULL;
     file_id was;
-    int n = 0, lock = -1, rc = read_misses(path, &e, &n, &was, &lock, err, errlen);
+    int n = 0, lock = -1, rc = read_misses(path, &e, &n, &was, &lock, deadline, err, errlen);
     if (rc == KT_OK && room > 0) {
       kt_misses_entry *all = realloc(e, sizeof *e * (size_t)(n + room));
       if (all)
@@ -566,9 +619,12 @@ static int merge(const char *path, int room, edit_fn edit, void *arg, const char
       close(lock); /* the lock, let go once the new file is in place */
     if (rc != CHANGED)
       return rc;
+    if (now_ms() >= deadline) {
+      snprintf(err, errlen, "%s kept being replaced for %d s while %s; it is left as it is", path,
+               MERGE_WAIT_MS / 1000, what);
+      return KT_ERR_DB_WRITE;
+    }
   }
-  snprintf(err, errlen, "%s was replaced %d times while %s; it is left as it is", path, MERGE_TRIES, what);
-  return KT_ERR_DB_WRITE;
 }
 
 typedef struct save_arg {
