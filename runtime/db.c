@@ -22,6 +22,7 @@
  * import), is at the end.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <math.h>
@@ -376,7 +377,7 @@ static int open_checked(const char *path, int mode, int check, sqlite3 **out, ch
       why = SQLITE_OK; /* the message is writable's */
     if (state == KT_OK)
       state = classify(path, &h, check, &why, err, errlen);
-  } else if (mode == KT_DB_READ && no_shm && access(path, R_OK) == 0) {
+  } else if (mode == KT_DB_READ && no_shm && faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0) {
     state = wal > 0 && shm >= 0 ? KT_ERR_DB_OPEN : open_unlocked(path, name, wal > 0, &h, check, &why, err, errlen);
     if (state == KT_ERR_DB_OPEN && wal > 0)
       snprintf(err, errlen,
@@ -462,7 +463,7 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
       snprintf(err, errlen, "no folder '%s' to create '%s' in", dir, path);
       return KT_ERR_DB_OPEN;
     }
-    if (access(dir, W_OK) != 0) {
+    if (faccessat(AT_FDCWD, dir, W_OK, AT_EACCESS) != 0) {
       snprintf(err, errlen, "cannot create '%s': no write access to its folder '%s'", path, dir);
       return KT_ERR_DB_OPEN;
     }
@@ -479,7 +480,7 @@ int kt_db_open(kt_db **out, const char *path, int mode, char *err, size_t errlen
     char *msg = NULL;
     /* Only now, with the file known to be ours or empty, write to it. */
     if (set_wal(h, &msg) != SQLITE_OK || sqlite3_exec(h, "BEGIN IMMEDIATE", NULL, NULL, &msg) != SQLITE_OK) {
-      if (access(dir, W_OK) != 0)
+      if (faccessat(AT_FDCWD, dir, W_OK, AT_EACCESS) != 0)
         snprintf(err, errlen, "cannot write '%s': no write access to its folder '%s', where a writer keeps its journal",
                  path, dir);
       else
