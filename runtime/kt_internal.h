@@ -21,6 +21,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "ktune.h"
 #include "kt_variant.h"
@@ -30,6 +31,14 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Seconds on the monotonic clock, for deadlines and elapsed times. */
+static inline double kt_now_s(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 
 /* ---- device.c ---------------------------------------------------------- */
 

@@ -240,14 +240,7 @@ static int same_file_as(const struct stat *sb, const file_id *id)
 #define CHANGED (-2)      /* the file is not the one read, or no longer at path: merge again (no KT_ code) */
 #define MERGE_WAIT_MS 2000 /* the longest a merge waits on others: their locks, their replacements */
 
-static double now_ms(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-/* fd's lock (fd is the file sb at path), taken before deadline (now_ms's
+/* fd's lock (fd is the file sb at path), taken before deadline (ms, kt_now_s's
  * clock): 0; 0 with *none where the file system has no flock (NFS on a
  * descriptor open for reading only, ENOLCK): the merge goes on without;
  * CHANGED once path no longer names the file (the merge that held the
@@ -267,7 +260,7 @@ static int lock_before(int fd, const struct stat *sb, const char *path, double d
     struct stat now;
     if (lstat(path, &now) != 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino)
       return CHANGED;
-    if (now_ms() >= deadline) {
+    if (kt_now_s() * 1e3 >= deadline) {
       errno = EWOULDBLOCK;
       return -1;
     }
@@ -597,7 +590,7 @@ typedef int (*edit_fn)(kt_misses_entry *e, int n, void *arg);
  * edit, for the message where it never got through. */
 static int merge(const char *path, int room, edit_fn edit, void *arg, const char *what, char *err, size_t errlen)
 {
-  const double deadline = now_ms() + MERGE_WAIT_MS;
+  const double deadline = kt_now_s() * 1e3 + MERGE_WAIT_MS;
   for (;;) {
     kt_misses_entry *e = NULL;
     file_id was;
@@ -619,7 +612,7 @@ static int merge(const char *path, int room, edit_fn edit, void *arg, const char
       close(lock); /* the lock, let go once the new file is in place */
     if (rc != CHANGED)
       return rc;
-    if (now_ms() >= deadline) {
+    if (kt_now_s() * 1e3 >= deadline) {
       snprintf(err, errlen, "%s kept being replaced for %d s while %s; it is left as it is", path,
                MERGE_WAIT_MS / 1000, what);
       return KT_ERR_DB_WRITE;

@@ -91,13 +91,6 @@ static void on_event(void *user, const char *key, const char *variant, int devic
   pthread_mutex_unlock(&progress_lock);
 }
 
-static double now_s(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 int kt_tune_selected(const char *globs, const char *name)
 {
   if (!globs)
@@ -608,7 +601,7 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
     fprintf(stderr, "ktune tune: %d results recorded already are not measured again (--fresh measures them)\n",
             recorded_before);
 
-  double t0 = now_s();
+  double t0 = kt_now_s();
   const kt_variant **batch = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *batch);
   int *on = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *on);
   int *from = calloc((size_t)kt_registry_count * (size_t)ng + 1, sizeof *from);
@@ -663,7 +656,7 @@ int kt_tune_gpus(const kt_tune_opts *o, const kt_device_info *gpus, int ngpus, k
   free(batch), free(on), free(from), free(out);
   if (tty)
     fprintf(stderr, "\r%-110s\r", "");
-  double elapsed = now_s() - t0;
+  double elapsed = kt_now_s() - t0;
   /* Rankings use the newest measurement of each; keep a little history. */
   if (!failed_db && (rc = kt_db_prune(db, KT_TUNE_HISTORY, err, sizeof err)) != KT_OK)
     fprintf(stderr, "ktune tune: pruning old measurements: %s: %s\n", kt_strerror(rc), err);

@@ -42,20 +42,13 @@
 #include "kt_internal.h"
 #include "tuner.h"
 
-static double now_s(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
 /* Milliseconds from now to deadline, for poll: 0 once it has passed, and
  * at most INT_MAX (24.8 days), so that a --timeout of 1e9 or inf waits
  * that long rather than wrapping to a negative wait, which times out at
  * once. */
 static int ms_until(double deadline)
 {
-  const double ms = (deadline - now_s()) * 1000;
+  const double ms = (deadline - kt_now_s()) * 1000;
   return ms <= 0 ? 0 : ms >= INT_MAX ? INT_MAX : (int)ms;
 }
 
@@ -131,7 +124,7 @@ static int spawn(const char *exe, int device, proc *w)
  * for that). */
 static int send_all(int fd, const char *buf, size_t len, double timeout_s)
 {
-  const double deadline = now_s() + timeout_s;
+  const double deadline = kt_now_s() + timeout_s;
   while (len > 0) {
     const ssize_t k = send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k > 0) {
@@ -260,7 +253,7 @@ static void run_from(const kt_problem *p, const char *key, const kt_variant **vs
      * stdio buffer where poll cannot see it. */
     setvbuf(in, NULL, _IONBF, 0);
     int inflight = -1;
-    double deadline = now_s() + o->timeout_s;
+    double deadline = kt_now_s() + o->timeout_s;
     char line[1024];
     size_t len = 0;
     int timed_out = 0;
@@ -285,7 +278,7 @@ static void run_from(const kt_problem *p, const char *key, const kt_variant **vs
       line[len] = 0;
       if (strncmp(line, "START ", 6) == 0) {
         inflight = next;
-        deadline = now_s() + o->timeout_s;
+        deadline = kt_now_s() + o->timeout_s;
         if (o->event)
           o->event(o->user, key, line + 6, o->device, NULL);
       } else if (strncmp(line, "RESULT ", 7) == 0 && next < n) {
