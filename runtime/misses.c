@@ -229,11 +229,15 @@ typedef struct file_id {
   struct stat sb;
 } file_id;
 
+static int same_inode(const struct stat *a, const struct stat *b)
+{
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
 static int same_file_as(const struct stat *sb, const file_id *id)
 {
   const struct stat *r = &id->sb;
-  return id->exists && S_ISREG(sb->st_mode) && sb->st_dev == r->st_dev && sb->st_ino == r->st_ino &&
-         sb->st_size == r->st_size && sb->st_mtim.tv_sec == r->st_mtim.tv_sec &&
+  return id->exists && S_ISREG(sb->st_mode) && same_inode(sb, r) && sb->st_size == r->st_size && sb->st_mtim.tv_sec == r->st_mtim.tv_sec &&
          sb->st_mtim.tv_nsec == r->st_mtim.tv_nsec;
 }
 
@@ -258,7 +262,7 @@ static int lock_before(int fd, const struct stat *sb, const char *path, double d
     if (errno != EWOULDBLOCK && errno != EINTR)
       return -1;
     struct stat now;
-    if (lstat(path, &now) != 0 || now.st_dev != sb->st_dev || now.st_ino != sb->st_ino)
+    if (lstat(path, &now) != 0 || !same_inode(&now, sb))
       return CHANGED;
     if (kt_now_s() * 1e3 >= deadline) {
       errno = EWOULDBLOCK;
@@ -319,7 +323,7 @@ static int read_misses(const char *path, kt_misses_entry **out, int *n, file_id 
     struct stat now;
     if (got != 0)
       lock_failed = errno;
-    else if (lstat(path, &now) != 0 || now.st_dev != sb.st_dev || now.st_ino != sb.st_ino) {
+    else if (lstat(path, &now) != 0 || !same_inode(&now, &sb)) {
       close(fd);
       return CHANGED;
     } else if (fstat(fd, &sb) != 0) { /* as it is now that nobody else writes it */
@@ -440,7 +444,7 @@ static int put_in_place(const char *tmp, const char *path, const file_id *was, c
     /* Put back, where ours is still at path: a merge that found ours
      * there meanwhile and replaced it has its file at path. */
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0 && lstat(tmp, &sb) == 0 &&
-        sb.st_dev == ours->st_dev && sb.st_ino == ours->st_ino)
+        same_inode(&sb, ours))
       return CHANGED;
     *stranded = 1;
     return -1;
