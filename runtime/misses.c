@@ -524,8 +524,10 @@ static int write_misses(const char *path, kt_misses_entry *e, int n, const file_
    * a first file takes the database's beside it (a private database's
    * misses are private too), read and write bits only.  Private until it
    * has it. */
-  struct stat old;
-  const int had = lstat(path, &old) == 0;
+  struct stat old; /* what the merge read, if it did (put_in_place makes sure it is what is replaced) */
+  const int had = was ? was->exists : lstat(path, &old) == 0;
+  if (was && had)
+    old = was->sb;
   if (had && !S_ISREG(old.st_mode)) {
     snprintf(err, errlen, "%s is not a regular file; it is left as it is", path);
     return KT_ERR_DB_FOREIGN;
