@@ -230,7 +230,7 @@ struct bench_reps {
 
 struct bench_time_result {
   bool ok = false;
-  double ms = NAN; /* median */
+  double ms = NAN; /* the runs' typical time: kt_measure_typical */
   int reps = 0;
   std::string err; /* why not ok */
 };
@@ -255,8 +255,10 @@ template <class F> static int bench_thunk(void *f)
   return (*static_cast<F *>(f))();
 }
 
-/* Median time of f() on the default stream (kt_measure_time_fn: a warm-up
- * call, then CUDA-event-timed repetitions, each after an untimed L2 flush). */
+/* Time of f() on the default stream (kt_measure_time_fn: a warm-up call,
+ * then CUDA-event-timed repetitions, each after an untimed L2 flush; their
+ * median, or the faster parity's median where a Hopper kernel's runs
+ * alternate: kt_measure_typical). */
 template <class F> static bench_time_result bench_time(F &f, const bench_flush &fl, const bench_reps &r)
 {
   bench_time_result t;

@@ -1095,3 +1095,56 @@ Test(tune_resume, a_bad_line_of_a_shapes_file_is_an_error_that_names_the_line)
   snprintf(arg, sizeof arg, "@%s", path);
   cr_expect_eq(problems("matmul", arg, NULL, NULL, p, 8), -1, "a missing file");
 }
+
+/* ---- a timing's time from its runs (kt_measure_typical) ------------------- */
+
+/* Runs whose times alternate slow and fast, as a Hopper kernel's may
+ * (measure.c): the fast value, whichever parity the slow runs have; the
+ * median of all would be half-way or the slow value. */
+Test(tune_measure, runs_that_alternate_give_the_fast_value_whichever_runs_are_slow)
+{
+  for (int slow_parity = 0; slow_parity < 2; ++slow_parity)
+    for (int n = 10; n <= 51; ++n) {
+      double t[64], scratch[64], copy[64];
+      kt_rng r = {(uint64_t)(1000 * slow_parity + n)};
+      for (int i = 0; i < n; ++i)
+        t[i] = 7.0 + 0.02 * kt_rng_float(&r) + ((i & 1) == slow_parity ? 0.7 : 0.0);
+      memcpy(copy, t, sizeof t);
+      const double got = kt_measure_typical(t, n, scratch);
+      cr_expect(got > 6.97 && got < 7.03, "slow parity %d, %d runs: %g, not the fast value", slow_parity, n, got);
+      cr_expect(memcmp(copy, t, sizeof(double) * (size_t)n) == 0, "the runs' times were changed");
+    }
+}
+
+/* Runs that do not alternate: a value between the fastest run and the
+ * whole median, close to the median; one fast outlier (or slow runs here
+ * and there, as noise) moves it no further. */
+Test(tune_measure, runs_that_do_not_alternate_give_about_the_median)
+{
+  double t[40], scratch[40], sorted[40];
+  kt_rng r = {99};
+  for (int i = 0; i < 40; ++i)
+    t[i] = 10.0 + 0.2 * kt_rng_float(&r) + (i % 7 == 3 ? 1.0 : 0.0);
+  t[17] = 1.0;
+  memcpy(sorted, t, sizeof t);
+  const double median = kt_measure_median(sorted, 40);
+  const double got = kt_measure_typical(t, 40, scratch);
+  cr_expect(got <= median && got > median - 0.1, "typical %g, median %g", got, median);
+  for (int i = 0; i < 40; ++i)
+    t[i] = 3.25;
+  cr_expect_eq(kt_measure_typical(t, 40, scratch), 3.25);
+}
+
+/* Under 10 runs the halves are too small: exactly the median, even where
+ * the runs alternate. */
+Test(tune_measure, few_runs_give_the_median_of_all)
+{
+  double scratch[9];
+  const double five[] = {5.0, 1.0, 4.0, 2.0, 3.0};
+  cr_expect_eq(kt_measure_typical(five, 5, scratch), 3.0);
+  const double alt[] = {8, 7, 8, 7, 8, 7, 8, 7, 8};
+  cr_expect_eq(kt_measure_typical(alt, 9, scratch), 8.0);
+  const double four[] = {8, 7, 8, 7};
+  cr_expect_eq(kt_measure_typical(four, 4, scratch), 7.5);
+  cr_expect(isnan(kt_measure_typical(five, 0, scratch)));
+}

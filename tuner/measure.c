@@ -36,6 +36,41 @@ double kt_measure_median(double *x, int n)
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
+/* Consecutive runs of a Hopper kernel (a TMA kernel of ours or cuBLAS's)
+ * in one timing can come out alternately slow and fast: on an H100, BF16
+ * 64x64 split K at 512^3 ran 7.7, 7.0, 7.7, 7.0, ... us in one timing and
+ * 7.0 throughout the next, the same launches in the same order.  Which
+ * timings alternate follows the launches before them (one extra launch of
+ * an empty kernel between two timings swaps which do; an extra memset
+ * does not; two warm-up launches instead of one do not end it), not the
+ * kernel's work; the FP32 kernels, which use no TMA, did not alternate.
+ * The median of all runs then lands on the slow value in one timing and on
+ * the fast one in the next, up to 0.7 us (10%) apart at a few microseconds,
+ * so the tuner's ranking of two such variants, or the bench's ratio to
+ * cuBLAS, would follow the launch count.  The even runs' median and the
+ * odd runs' are each the fast or the slow value: the lower is the time
+ * every timing reaches (bench/reference/gemm_tiles/README.md, session 57).
+ * Where runs do not alternate it is the median of one half or the other,
+ * each as good an estimate as the whole's, the lower about a fifth of the
+ * runs' standard deviation below it.  Under PARITY_MIN_RUNS runs (long
+ * kernels, where 0.7 us does not matter) the halves are too small to
+ * trust: the median of all. */
+#define PARITY_MIN_RUNS 10
+
+double kt_measure_typical(const double *t, int n, double *scratch)
+{
+  if (n < PARITY_MIN_RUNS) {
+    memcpy(scratch, t, sizeof *t * (size_t)(n > 0 ? n : 0));
+    return kt_measure_median(scratch, n);
+  }
+  int half[2] = {0, 0};
+  for (int i = 0; i < n; ++i)
+    scratch[(i & 1) * ((n + 1) / 2) + half[i & 1]++] = t[i];
+  const double even = kt_measure_median(scratch, half[0]);
+  const double odd = kt_measure_median(scratch + (n + 1) / 2, half[1]);
+  return even < odd ? even : odd;
+}
+
 /* The tuner's repetitions for a candidate (kt_measure_candidate): at least
  * CANDIDATE_REPS, up to CANDIDATE_MAX_REPS within CANDIDATE_BUDGET_MS.  Its
  * first timed run decides what more it needs: one over 3x the best so far
@@ -59,7 +94,8 @@ static int time_runs(kt_measure_fn fn, void *ctx, void *flush, size_t flush_byte
 {
   cudaEvent_t start, stop;
   cudaError_t e;
-  double *t = malloc(sizeof(double) * (size_t)(max_reps > 0 ? max_reps : 1));
+  /* each run's time, then room for kt_measure_typical's work */
+  double *t = malloc(sizeof(double) * 2 * (size_t)(max_reps > 0 ? max_reps : 1));
   if (!t)
     return (int)cudaErrorMemoryAllocation;
   if ((e = cudaEventCreate(&start)) != cudaSuccess || (e = cudaEventCreate(&stop)) != cudaSuccess) {
@@ -90,7 +126,7 @@ static int time_runs(kt_measure_fn fn, void *ctx, void *flush, size_t flush_byte
     }
   }
   *reps = n;
-  *median_ms = kt_measure_median(t, n);
+  *median_ms = kt_measure_typical(t, n, t + n);
   e = cudaGetLastError();
 out:
   cudaEventDestroy(start);

@@ -54,7 +54,9 @@ int kt_measure_cuda_failed(kt_check *out, cudaError_t e, const char *where);
 /* Time launches of v with args: warm-up, then repetitions each preceded by
  * an (untimed) write of flush_bytes to flush (to evict L2), timed with CUDA
  * events; stops after max_reps or once the total passes budget_ms (at least
- * min_reps).  Returns the CUDA error (0 on success); *median_ms and *reps. */
+ * min_reps).  Returns the CUDA error (0 on success); *reps and in
+ * *median_ms the runs' kt_measure_typical (their median, or the faster
+ * parity's where there are 10 or more). */
 int kt_measure_time(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, int min_reps, int max_reps,
                     double budget_ms, double *median_ms, int *reps);
 
@@ -63,11 +65,11 @@ typedef int (*kt_measure_fn)(void *ctx);
 int kt_measure_time_fn(kt_measure_fn fn, void *ctx, void *flush, size_t flush_bytes, int min_reps, int max_reps,
                        double budget_ms, double *median_ms, int *reps);
 
-/* The tuner's timing of a candidate: a warm-up, then the median of at
- * least 5 runs, up to 50 within 60 ms.  Where the first run is over 3x
- * best_ms (the fastest so far on this problem; INFINITY for none: the
- * variant cannot win) or takes 10 ms or more (a long run varies little),
- * the median of 3.  Returns the CUDA error, 0 on success. */
+/* The tuner's timing of a candidate: a warm-up, then the typical time
+ * (kt_measure_typical) of at least 5 runs, up to 50 within 60 ms.  Where
+ * the first run is over 3x best_ms (the fastest so far on this problem;
+ * INFINITY for none: the variant cannot win) or takes 10 ms or more (a
+ * long run varies little), the median of 3.  Returns the CUDA error, 0 on success. */
 int kt_measure_candidate(const kt_variant *v, const void *args, void *flush, size_t flush_bytes, double best_ms,
                          double *median_ms, int *reps);
 
@@ -75,6 +77,12 @@ int kt_measure_candidate(const kt_variant *v, const void *args, void *flush, siz
 size_t kt_measure_flush_bytes(const kt_device_info *dev);
 
 double kt_measure_median(double *x, int n); /* sorts x */
+
+/* A timing's time from its runs' times t[0..n) in the order run: the
+ * median, or where there are 10 runs or more, the lower of the even runs'
+ * median and the odd runs' (a Hopper kernel's runs may alternate slow and
+ * fast: measure.c).  scratch holds n doubles; t is left as it is. */
+double kt_measure_typical(const double *t, int n, double *scratch);
 
 /* CPU work of the checks and inputs, split over threads: */
 #define KT_MEASURE_MAX_THREADS 16
