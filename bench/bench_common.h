@@ -255,6 +255,9 @@ template <class F> static int bench_thunk(void *f)
   return (*static_cast<F *>(f))();
 }
 
+/* What bench_time reports, for the benches' headers. */
+static const char bench_statistic[] = "median (from 10 runs, the lower of the even and the odd runs' medians)";
+
 /* Time of f() on the default stream (kt_measure_time_fn: a warm-up call,
  * then CUDA-event-timed repetitions, each after an untimed L2 flush; their
  * median, or the faster parity's median where a Hopper kernel's runs

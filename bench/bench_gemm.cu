@@ -389,9 +389,9 @@ int main(int argc, char **argv)
   for (const char *env : {"NVIDIA_TF32_OVERRIDE", "CUBLAS_EMULATE_SINGLE_PRECISION", "CUBLAS_EMULATION_STRATEGY"})
     if (getenv(env))
       printf("  note: %s=%s is set in the environment\n", env, getenv(env));
-  printf("timing: median of %d..%d runs (budget %.0f ms) after a warm-up, CUDA events, %zu MiB L2 flush before "
-         "each run\n\n",
-         reps.min_reps, reps.max_reps, reps.budget_ms, flush.bytes >> 20);
+  printf("timing: %s of %d..%d runs (budget %.0f ms) after a warm-up, CUDA events, %zu MiB L2 flush "
+         "before each run\n\n",
+         bench_statistic, reps.min_reps, reps.max_reps, reps.budget_ms, flush.bytes >> 20);
 
   std::vector<gcase> cases;
   const kt_dtype types[] = {KT_TF32, KT_BF16, KT_F16};

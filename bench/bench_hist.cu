@@ -281,9 +281,10 @@ int main(int argc, char **argv)
          read_grid, (int)std::log2((double)n_grid), read_extra);
   printf("CUB drops samples outside [0, nbins); ktune and global atomics clamp them into the first and last\n"
          "bins. CUB's counts are checked against the CPU count less those samples.\n");
-  printf("timing: median after a warm-up, CUDA events, %zu MiB L2 flush before each run; each method's time\n"
-         "includes zeroing its bins.  x/read: ktune over the read bandwidth; x/peer: ktune over max(CUB, global)\n\n",
-         flush.bytes >> 20);
+  printf("timing: %s after a warm-up, CUDA events, %zu MiB L2 flush before each run;\n"
+         "each method's time includes zeroing its bins.  x/read: ktune over the read bandwidth; x/peer: ktune over\n"
+         "max(CUB, global)\n\n",
+         bench_statistic, flush.bytes >> 20);
   printf("%-16s %9s %8s %8s %8s %6s %7s %-7s %s\n", "dist", "bins", "ktune", "CUB", "global", "x/read", "x/peer",
          "status", "ktune dispatched to");
 

@@ -194,9 +194,9 @@ int main(int argc, char **argv)
     if (getenv(env))
       printf("  note: %s=%s is set in the environment\n", env, getenv(env));
   printf("seed: %s, launched through its registry launcher\n", seed->name);
-  printf("timing: median of %d..%d runs (budget %.0f ms) after a warm-up, CUDA events, %zu MiB L2 flush before "
-         "each run\n",
-         reps.min_reps, reps.max_reps, reps.budget_ms, flush.bytes >> 20);
+  printf("timing: %s of %d..%d runs (budget %.0f ms) after a warm-up, CUDA events, %zu MiB L2 flush "
+         "before each run\n",
+         bench_statistic, reps.min_reps, reps.max_reps, reps.budget_ms, flush.bytes >> 20);
   printf("check: ktune and seed against cuBLAS, relative Frobenius error <= 64 * 2^-24 * sqrt(K)\n\n");
 
   std::vector<bench_shape> suite;
