@@ -237,8 +237,8 @@ static int same_inode(const struct stat *a, const struct stat *b)
 static int same_file_as(const struct stat *sb, const file_id *id)
 {
   const struct stat *r = &id->sb;
-  return id->exists && S_ISREG(sb->st_mode) && same_inode(sb, r) && sb->st_size == r->st_size && sb->st_mtim.tv_sec == r->st_mtim.tv_sec &&
-         sb->st_mtim.tv_nsec == r->st_mtim.tv_nsec;
+  return id->exists && S_ISREG(sb->st_mode) && same_inode(sb, r) && sb->st_size == r->st_size &&
+         sb->st_mtim.tv_sec == r->st_mtim.tv_sec && sb->st_mtim.tv_nsec == r->st_mtim.tv_nsec;
 }
 
 #define CHANGED (-2)      /* the file is not the one read, or no longer at path: merge again (no KT_ code) */
@@ -509,8 +509,9 @@ static int write_misses(const char *path, kt_misses_entry *e, int n, const file_
   if (n == 0) { /* nothing left: no file */
     if ((put = remove_in_place(tmp, path, was, &stranded)) == -1) {
       if (stranded)
-        snprintf(err, errlen, "removing %s: another file was put there meanwhile, and could not be put back: it is %s now",
-                 path, tmp);
+        snprintf(err, errlen,
+                 "removing %s: another file was put there meanwhile, and could not be put back: it is %s now", path,
+                 tmp);
       else
         snprintf(err, errlen, "removing %s: %s", path, strerror(errno));
       return KT_ERR_DB_WRITE;
