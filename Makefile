@@ -311,7 +311,7 @@ build/libktune.a: $(LIB_OBJS)
 # only with the library it was built with.
 REGISTRY_SYMBOLS := kt_registry kt_registry_count kt_registry_generator_version kt_registry_target \
                     kt_registry_targets kt_registry_target_count kt_kernel_regs kt_kernel_regs_count \
-                    kt_transpose_f32 kt_scale_f32 kt_scratch_alloc kt_scratch_free
+                    kt_transpose_f32 kt_scale_f32 kt_scratch_alloc kt_scratch_free kt_cluster_capacity
 build/libktune.map: runtime/include/ktune.h Makefile
 	@mkdir -p $(@D)
 	$(Q)printf 'KTUNE_PRIVATE_%s {\n  global: %s\n};\n' $(VERSION) '$(addsuffix ;,$(REGISTRY_SYMBOLS))' > $@

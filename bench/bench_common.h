@@ -173,7 +173,15 @@ static inline bench_device bench_device_open(void)
            d.info.sm_count, d.l2_bytes >> 20, d.info.driver_version / 1000, d.info.driver_version % 1000 / 10,
            d.info.runtime_version / 1000, d.info.runtime_version % 1000 / 10);
   d.line = buf;
-  printf("device: %s\n", buf);
+  /* Where clusters go (matmul's cost model; replay_dispatch --clusters) */
+  kt_device_clusters(&d.info);
+  const int *c = d.info.cluster_sms;
+  if (d.info.cluster_launch)
+    printf("device: %s\ndevice: clusters of 2, 4, 8, 16 blocks fill %d, %d, %d, %d SMs (replay_dispatch --clusters "
+           "%d,%d,%d,%d)\n",
+           buf, c[0], c[1], c[2], c[3], c[0], c[1], c[2], c[3]);
+  else
+    printf("device: %s\n", buf);
   return d;
 }
 

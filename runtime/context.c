@@ -271,6 +271,7 @@ int kt_open(kt_context **out, const kt_options *opts)
     open_error(opts, "ktune: %s", err);
     return rc;
   }
+  kt_device_clusters(&dev); /* for matmul's cost model */
   rc = finish_open(out, &dev, 0, opts);
   if (rc == KT_OK)
     (*out)->pool = kt_device_pool(dev.ordinal);

@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "kt_internal.h"
+#include "kt_kernels.h"
 #include "registry.h"
 
 void kt_device_fingerprint(kt_device_info *d)
@@ -77,6 +78,37 @@ int kt_device_query(int ordinal, kt_device_info *out, char *err, size_t errlen)
   cudaGetLastError();
   kt_device_fingerprint(out);
   return KT_OK;
+}
+
+void kt_device_clusters(kt_device_info *d)
+{
+  memset(d->cluster_sms, 0, sizeof d->cluster_sms);
+  /* At one block an SM: more than half the SM's shared memory a block. */
+  const int smem = d->smem_per_sm / 2 + 1;
+  if (!d->cluster_launch || d->sm_count < 1 || smem > d->smem_optin)
+    return;
+  int was = -1;
+  if (cudaGetDevice(&was) != cudaSuccess || (was != d->ordinal && cudaSetDevice(d->ordinal) != cudaSuccess)) {
+    cudaGetLastError();
+    return;
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int size = 2 << i;
+    int n = 0;
+    if (kt_cluster_capacity(size, (size_t)smem, &n) == 0 && n > 0 && (long long)n * size <= d->sm_count)
+      d->cluster_sms[i] = n * size;
+  }
+  if (was != d->ordinal)
+    cudaSetDevice(was);
+  cudaGetLastError();
+}
+
+int kt_cluster_sms(const kt_device_info *d, int cluster)
+{
+  int i = 0;
+  while (i < 4 && (2 << i) < cluster)
+    ++i;
+  return cluster > 1 && i < 4 && (2 << i) == cluster && d->cluster_sms[i] > 0 ? d->cluster_sms[i] : d->sm_count;
 }
 
 /* The newest target wins: on an sm_90 GPU of an "sm_80 sm_90" build, the

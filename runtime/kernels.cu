@@ -42,7 +42,34 @@ __global__ void __launch_bounds__(256) scale(kt_scale_args a, int tx)
     }
 }
 
+/* Does nothing: kt_cluster_capacity asks where its clusters would go. */
+__global__ void cluster_probe()
+{
+}
+
 } // namespace
+
+extern "C" int kt_cluster_capacity(int size, size_t smem, int *clusters)
+{
+  *clusters = 0;
+  cudaError_t e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(cluster_probe, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+  if (e == cudaSuccess) {
+    cudaLaunchAttribute a;
+    a.id = cudaLaunchAttributeClusterDimension;
+    a.val.clusterDim.x = (unsigned)size, a.val.clusterDim.y = a.val.clusterDim.z = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)size), cfg.blockDim = dim3(32), cfg.dynamicSmemBytes = smem;
+    cfg.attrs = &a, cfg.numAttrs = 1;
+    e = cudaOccupancyMaxActiveClusters(clusters, (const void *)cluster_probe, &cfg);
+  }
+  if (e != cudaSuccess) {
+    *clusters = 0;
+    cudaGetLastError();
+  }
+  return (int)e;
+}
 
 extern "C" int kt_scale_f32(const void *args, cudaStream_t stream)
 {

@@ -54,6 +54,12 @@ typedef struct kt_device_info {
   int regs_per_sm;    /* 32-bit registers */
   int smem_reserved;  /* bytes of shared memory the system keeps per block */
   int cluster_launch; /* 1 when thread-block clusters are supported */
+  /* SMs that clusters of 2, 4, 8 and 16 blocks ([0] to [3]) fill at one
+   * block an SM: a cluster's blocks share a GPC, and a GPC whose SMs are
+   * not a multiple of the size leaves the rest idle (an H100 SXM: 132,
+   * 120, 120, 112 of its 132).  0 where unknown (kt_device_clusters fills
+   * them; kt_cluster_sms reads them). */
+  int cluster_sms[4];
   unsigned long long mem_bytes;
   int driver_version, runtime_version;
   char fingerprint[384]; /* the database's device key */
@@ -70,6 +76,17 @@ KT_INTERNAL int kt_device_supported(const kt_device_info *d, char *err, size_t e
 /* The build target whose kernels d runs: the newest of kt_registry_targets
  * that it can run (see kt_target); its cc, or 0 when it can run none. */
 KT_INTERNAL int kt_device_target(const kt_device_info *d);
+
+/* Fill d->cluster_sms by asking the driver how many clusters of each size
+ * it places at once (cudaOccupancyMaxActiveClusters, a kernel of the
+ * runtime's own at one block an SM), on device d->ordinal, whose primary
+ * context it initialises; the caller's current device is kept.  Left 0
+ * where clusters are not supported or the driver does not say. */
+KT_INTERNAL void kt_device_clusters(kt_device_info *d);
+
+/* SMs over which clusters of `cluster` blocks spread (d->cluster_sms, at
+ * most the SM count); the SM count for 1, or where that is unknown. */
+KT_INTERNAL int kt_cluster_sms(const kt_device_info *d, int cluster);
 
 /* Fill d->fingerprint from name, compute capability, SM count and memory. */
 KT_INTERNAL void kt_device_fingerprint(kt_device_info *d);

@@ -58,6 +58,13 @@ KT_RUNTIME_KERNEL int kt_scratch_alloc(const void *args, cudaStream_t stream);
 /* Gives *ptr back, ordered on the stream. */
 KT_RUNTIME_KERNEL int kt_scratch_free(const void *args, cudaStream_t stream);
 
+/* *clusters = how many clusters of `size` blocks (1 to 16) the current
+ * device runs at once, each block a kernel of the runtime's that holds
+ * `smem` bytes of dynamic shared memory (enough, it runs one block an SM):
+ * cudaOccupancyMaxActiveClusters.  Its error, cleared, where the device
+ * cannot say (then *clusters is 0). */
+KT_RUNTIME_KERNEL int kt_cluster_capacity(int size, size_t smem, int *clusters);
+
 #ifdef __cplusplus
 }
 #endif

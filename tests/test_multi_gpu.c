@@ -114,3 +114,39 @@ Test(multi_gpu, every_family_runs_on_every_visible_gpu, .timeout = 300)
     kt_close(ctx[d]);
   cr_log_info("every family ran on %d GPU(s)", n);
 }
+
+/* Each GPU says on how many SMs clusters of 2, 4, 8 and 16 blocks go
+ * (kt_device_clusters, for matmul's cost model): whole clusters, on no
+ * more SMs than it has, fewer or as many as the clusters grow; asking
+ * leaves the caller's current device as it was. */
+Test(multi_gpu, every_gpu_says_where_its_clusters_go)
+{
+  int n = 0;
+  CUDA_OK(cudaGetDeviceCount(&n));
+  for (int d = 0; d < n; ++d) {
+    kt_device_info info;
+    char err[256];
+    cr_assert_eq(kt_device_query(d, &info, err, sizeof err), KT_OK, "%s", err);
+    const int current = (d + 1) % n;
+    CUDA_OK(cudaSetDevice(current));
+    kt_device_clusters(&info);
+    int now = -1;
+    CUDA_OK(cudaGetDevice(&now));
+    cr_assert_eq(now, current, "GPU %d's question moved the current device from %d to %d", d, current, now);
+    if (!info.cluster_launch) {
+      for (int i = 0; i < 4; ++i)
+        cr_assert_eq(info.cluster_sms[i], 0, "GPU %d has no clusters", d);
+      continue;
+    }
+    for (int i = 0; i < 4; ++i) {
+      const int size = 2 << i, sms = info.cluster_sms[i];
+      cr_log_info("GPU %d (%s): clusters of %d fill %d of its %d SMs", d, info.name, size, sms, info.sm_count);
+      /* 16 is a non-portable size, which a GPU need not place */
+      cr_assert(i == 3 || sms > 0, "GPU %d: clusters of %d unknown", d, size);
+      cr_assert(sms % size == 0 && sms <= info.sm_count, "GPU %d: clusters of %d on %d SMs", d, size, sms);
+      cr_assert(i == 0 || sms <= info.cluster_sms[i - 1] || sms == 0, "GPU %d: clusters of %d on %d SMs, of %d on %d",
+                d, size, sms, size / 2, info.cluster_sms[i - 1]);
+      cr_assert_eq(kt_cluster_sms(&info, size), sms > 0 ? sms : info.sm_count);
+    }
+  }
+}
