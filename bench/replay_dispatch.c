@@ -13,7 +13,10 @@
  * kt_matmul_choice, on a context described as the database's device (the
  * fingerprint as `ktune export` writes it), which variant it would launch
  * for that call's leading dimensions and pointer offset, and looks up that
- * variant's measured time there.  dispatch / oracle is the fastest
+ * variant's measured time there (--clusters gives the context the SMs
+ * that clusters fill on the GPU that measured the suites, which the
+ * bench's second "device:" line prints; the model prices clustered
+ * variants by them).  dispatch / oracle is the fastest
  * variant's time over the chosen one's, both from the same sweep (where
  * the choice is what the bench's kt_matmul ran, the lower of its sweep
  * time and its time as ktune), so a
@@ -48,9 +51,11 @@ typedef struct shape {
 
 static int usage(void)
 {
-  fprintf(stderr,
-          "usage: replay_dispatch --db DB --device 'NAME|sm_CC|N SMs|M MiB' [--verbose] [--race N] SUITE.csv ...\n"
-          "  --race N  also: the fastest of the N candidates that on-line tuning would race, by the sweep\n");
+  fprintf(stderr, "usage: replay_dispatch --db DB --device 'NAME|sm_CC|N SMs|M MiB' [--clusters A,B,C,D] [--verbose]\n"
+                  "                       [--race N] SUITE.csv ...\n"
+                  "  --clusters A,B,C,D  the SMs that clusters of 2, 4, 8 and 16 blocks fill (the bench's device line\n"
+                  "            says; without it, every SM, as where the driver does not say)\n"
+                  "  --race N  also: the fastest of the N candidates that on-line tuning would race, by the sweep\n");
   return 2;
 }
 
@@ -255,7 +260,7 @@ static int parse_device(const char *s, kt_device_info *d)
 
 int main(int argc, char **argv)
 {
-  const char *db = NULL, *dev_s = NULL;
+  const char *db = NULL, *dev_s = NULL, *clusters = NULL;
   const char **files = calloc((size_t)argc, sizeof *files);
   int verbose = 0, nfiles = 0, race = 0;
   if (!files)
@@ -265,6 +270,8 @@ int main(int argc, char **argv)
       db = argv[++i];
     else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc)
       dev_s = argv[++i];
+    else if (strcmp(argv[i], "--clusters") == 0 && i + 1 < argc)
+      clusters = argv[++i];
     else if (strcmp(argv[i], "--verbose") == 0)
       verbose = 1;
     else if (strcmp(argv[i], "--race") == 0 && i + 1 < argc) {
@@ -283,6 +290,18 @@ int main(int argc, char **argv)
     fprintf(stderr, "replay_dispatch: --device '%s' is not a fingerprint (NAME|sm_CC|N SMs|M MiB) of sm_80 or sm_90\n",
             dev_s);
     return 2;
+  }
+  if (clusters) {
+    int *c = dev.cluster_sms, n = 0;
+    if (sscanf(clusters, "%d,%d,%d,%d%n", &c[0], &c[1], &c[2], &c[3], &n) != 4 || clusters[n] != '\0') {
+      fprintf(stderr, "replay_dispatch: --clusters '%s' is not four SM counts A,B,C,D\n", clusters);
+      return 2;
+    }
+    for (int i = 0; i < 4; ++i)
+      if (c[i] < 0 || c[i] > dev.sm_count) {
+        fprintf(stderr, "replay_dispatch: --clusters: %d SMs for clusters of %d, of %d\n", c[i], 2 << i, dev.sm_count);
+        return 2;
+      }
   }
   setenv("KTUNE_MISSES", "off", 1);
   kt_options o = kt_default_options();

@@ -413,6 +413,28 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
  * (0.9815) and lost on the H200 (0.9836): left out there
  * (bench/reference/matmul_random/README.md, run 32).
  *
+ * Clusters and the SMs: a cluster's blocks share a GPC, so clusters of 4
+ * or 8 blocks fill only the SMs of whole groups of 4 or 8 in each GPC (an
+ * H100 SXM: 120 of its 132; a probe launching 16 clusters of 8, one block
+ * an SM, touched 120 SMs and put two blocks on 8 of them).  A clustered
+ * variant's blocks are spread over kt_cluster_sms, which the driver gives
+ * for the GPU at hand (kt_device_clusters).  CLUSTER_EXTRA: a block of a
+ * clustered warp tile beside another on its SM, which SATURATE counts as
+ * free while the SM is not yet busy, costs half a block: the 32x64 tile in
+ * clusters of 8 took 1.13 times its 64x32 twin at 513x16x1045 (136 blocks
+ * against 72) where it took 0.88 to 0.96 of it at the tuned shapes of 256
+ * rows (one block an SM both), and dispatch sent the call to it at 0.89
+ * of the best.  Replayed over the 19 H100 suites with every variant timed
+ * and the shipped file, the SMs alone took dispatch from 0.9811 to 0.9817
+ * of the best, the extra cost alone (on 132 SMs) to 0.9785; together to
+ * 0.9830, and from 0.9816 to 0.9834 and 0.9803 to 0.9822 with sessions
+ * 57's and 58's fresh tunes; on four suites of seeds measured after it
+ * was chosen (58001, 58002), from 0.9830 to 0.9860, their worst random
+ * shapes from 0.870 and 0.829 to 0.925 and 0.895.  The extra cost for
+ * every warp tile lost on the band of 16 to 100 rows (0.9713 to 0.9633);
+ * 0.4 to 0.6 give figures within 0.0005 (bench/reference/matmul_random/
+ * README.md, run 58).
+ *
  * Row alignment.  The tuner times a problem with ldb = ldc = N, so a tuned
  * N that is not a multiple of 4 measured the variants that serve any
  * alignment on unaligned rows, where the warp tiles of 4-byte copies lose
@@ -430,6 +452,7 @@ const kt_tuned *kt_matmul_nearest(const kt_tuned *t, int n, long long M, long lo
 #define B_REREAD_BW 1.0e10        /* bytes per ms of B read again by each row of blocks after the first */
 #define FIXED_K KT_MATMUL_FIXED_K /* a block's fixed cost, in K steps of its multiply-adds */
 #define SATURATE 160.0            /* warps x outputs per thread that keep an SM busy */
+#define CLUSTER_EXTRA 0.5         /* a clustered warp tile's block beside another on its SM, in blocks */
 #define WARPS_BUSY 0.75           /* share of its resident warps that keep an SM busy: few-row, few-column kernels */
 #define STREAM_FIXED_STEPS 0.5    /* the least fixed cost of a streaming kernel's block, in steps of its reads */
 #define DIRECT_CHUNK_K 16.0       /* the short-K kernel's wait for each chunk's panels, in K steps */
@@ -491,11 +514,13 @@ static double stage_ms(long long N, long long K)
 
 typedef struct geom {
   int bm, bn, bk, split, cl, bps;
+  int sms;          /* SMs its blocks spread over: fewer where its clusters cannot fill a GPC (kt_cluster_sms) */
   int unpipelined;  /* the short-K and the Guide's tiled kernels: exact K, a wait per chunk */
   int streaming;    /* the few-row and few-column kernels: a chunk's real K */
   int in_wave;      /* splits K within one wave (kt_matmul_splits_in_wave) */
   int whole_rows;   /* a warp tile that stores unaligned rows of C whole (epi 1): no C_SCALAR_BW bound */
   double sat;       /* blocks that keep an SM busy (see SATURATE) */
+  double extra;     /* what each block after an SM's first in a round adds (CLUSTER_EXTRA) */
   double launch_ms; /* the launch's fixed time beyond T_LAUNCH_MS: T_CLUSTER_MS for a clustered warp tile */
 } geom;
 
@@ -532,13 +557,18 @@ static geom geometry(const kt_variant *v, const kt_device_info *d)
   g.bk = kt_variant_param_int(v, "bk", bs);
   g.split = kt_variant_param_int(v, "split", 1);
   g.cl = v->cluster;
+  g.sms = kt_cluster_sms(d, v->cluster);
+  if (g.sms < 1)
+    g.sms = 1;
   g.bps = kt_resident_blocks(v, d);
   if (g.bps < 1)
     g.bps = 1;
   g.unpipelined = strcmp(v->algo, "direct") == 0 || strcmp(v->algo, "tiled") == 0;
   g.streaming = g.in_wave = 0;
   g.whole_rows = kt_variant_param_int(v, "epi", 0) == 1;
-  g.launch_ms = v->cluster > 1 && strcmp(v->algo, "wt") == 0 ? T_CLUSTER_MS : 0.0;
+  const int clustered_tile = v->cluster > 1 && strcmp(v->algo, "wt") == 0;
+  g.launch_ms = clustered_tile ? T_CLUSTER_MS : 0.0;
+  g.extra = clustered_tile ? CLUSTER_EXTRA : 0.0;
   double busy_share = 0.5; /* of the SM's blocks that keep it busy, where not a warp tile (below) */
   if (strcmp(v->algo, "skinny") == 0) {
     const int warps = v->threads / 32;
@@ -596,8 +626,8 @@ static double units(const geom *g, double m, double n, double k, int sm, int *la
   const double blocks = (double)tiles * (double)splits;
   /* Blocks on the busiest SM: whole blocks, except for the streaming
    * kernels, whose blocks share the GPU's reads (see above). */
-  const double q = g->streaming ? blocks / sm : ceil(blocks / sm), rounds = ceil(q / g->bps);
-  const double busy = fmax(q, g->sat * rounds);
+  const double q = g->streaming ? blocks / g->sms : ceil(blocks / g->sms), rounds = ceil(q / g->bps);
+  const double busy = fmax(q, g->sat * rounds + g->extra * (q - rounds));
   const double fixed = g->streaming ? fmax(FIXED_K, STREAM_FIXED_STEPS * g->bk) : FIXED_K;
   const double u = busy * (double)g->bm * g->bn * (steps + fixed);
   *launches = 1;

@@ -32,9 +32,11 @@ TAP_SHOW="$work/out"
 floor=0.965
 ref=bench/reference/matmul_random
 
-# gpu FILE-STEM SUITE-TAG: one GPU's check.
+# gpu FILE-STEM SUITE-TAG [CLUSTERS]: one GPU's check; CLUSTERS, the SMs
+# that clusters of 2, 4, 8 and 16 blocks fill on the GPU that measured the
+# suites (their bench's "device:" line), where known.
 gpu() {
-  local json=tuning-db/shipped/$1.json tag=$2
+  local json=tuning-db/shipped/$1.json tag=$2 clusters=${3:+--clusters $3}
   local run
   run=$(ls "$ref"/run*_"$tag"_*.csv 2>/dev/null | sed -nE "s|.*/(run[0-9]+)_${tag}_.*|\1|p" | sort -V | tail -n1)
   if [ ! -f "$json" ] || [ -z "$run" ]; then
@@ -51,7 +53,7 @@ gpu() {
   local fp
   fp=$(sed -nE 's/.*"fingerprint": *"([^"]*)".*/\1/p' "$json" | head -n1)
   # shellcheck disable=SC2086 # the suites are paths without spaces
-  if ! ./build/replay_dispatch --db "$work/db" --device "$fp" --race 4 $suites >"$work/out" 2>&1; then
+  if ! ./build/replay_dispatch --db "$work/db" --device "$fp" $clusters --race 4 $suites >"$work/out" 2>&1; then
     not_ok "$1: replay_dispatch judged every call of $run (a call it could not judge is named below)"
     return
   fi
@@ -82,7 +84,7 @@ gpu() {
   fi
 }
 
-gpu nvidia-h100-80gb-hbm3 h100
+gpu nvidia-h100-80gb-hbm3 h100 132,120,120,112
 gpu nvidia-h200 h200
 
 [ "$failed" -eq 0 ]

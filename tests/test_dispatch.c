@@ -1030,6 +1030,69 @@ Test(dispatch, the_short_k_kernel_is_predicted_to_lose_at_a_mid_k)
   kt_close(ctx);
 }
 
+/* What a plain make tune measured (ms) on an H100 for two warp tiles in
+ * clusters of 8, 32x64 and 64x32, at the tuned shapes nearest 513x16x1045
+ * (session 58).  Clusters of 4 and 8 blocks share a GPC, and that H100's
+ * GPCs place them on 120 of its 132 SMs. */
+static const measured h100_clusters_of_8[] = {
+    {"256x16x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.006368},
+    {"256x16x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.006656},
+    {"256x16x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.018048},
+    {"256x16x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.02048},
+    {"256x4x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.006336},
+    {"256x4x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.006624},
+    {"256x4x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.017952},
+    {"256x4x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.020288},
+    {"4096x16x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.01104},
+    {"4096x16x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.01392},
+    {"4096x16x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.06336},
+    {"4096x16x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.084512},
+    {"4096x4x256", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.0112},
+    {"4096x4x256", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.013664},
+    {"4096x4x4096", "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.064416},
+    {"4096x4x4096", "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", 0.084448},
+};
+
+/* At 513x16x1045 the 32x64 tiles launch 17 x 8 = 136 blocks, the 64x32
+ * ones 72.  On the 120 SMs that clusters of 8 fill, 16 SMs take two of the
+ * former, and a second block beside another costs more than a free slot
+ * (CLUSTER_EXTRA): the 32x64 tiles took 0.0115 ms, the 64x32 ones 0.0102
+ * (H100, bench_matmul_random's default seed); counting 132 SMs and a
+ * second block as free, dispatch picked the former.  Where the driver does
+ * not say where clusters go (kt_cluster_sms unknown), the model counts
+ * every SM. */
+Test(dispatch, clusters_are_priced_on_the_sms_their_gpcs_can_fill)
+{
+  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  cr_assert_eq(kt_cluster_sms(&dev, 8), 132, "unknown: every SM");
+  cr_assert_eq(kt_cluster_sms(&dev, 1), 132);
+  const int h100[4] = {132, 120, 120, 112};
+  memcpy(dev.cluster_sms, h100, sizeof h100);
+  cr_assert_eq(kt_cluster_sms(&dev, 1), 132, "no cluster");
+  cr_assert_eq(kt_cluster_sms(&dev, 2), 132);
+  cr_assert_eq(kt_cluster_sms(&dev, 4), 120);
+  cr_assert_eq(kt_cluster_sms(&dev, 8), 120);
+  cr_assert_eq(kt_cluster_sms(&dev, 16), 112);
+  cr_assert_eq(kt_cluster_sms(&dev, 3), 132, "not a size the driver was asked about");
+  char path[PATH_MAX];
+  kt_test_path(path, sizeof path, "tune.db");
+  tune_measured(path, &dev, h100_clusters_of_8, sizeof h100_clusters_of_8 / sizeof h100_clusters_of_8[0]);
+  kt_context *ctx = open_described(&dev, path, NULL);
+  const kt_choice c = matmul_choice(ctx, 513, 16, 1045, A16, 1056, 16, 24);
+  cr_assert_str_eq(c.variant, "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", "%s", c.reason);
+  /* 500 rows: 128 blocks of the 32x64 tiles, one an SM if all 132 SMs
+   * took clusters of 8, but two on 8 of the 120 that do (the probe of
+   * session 58 launched 16 such clusters: 120 SMs touched, two blocks on
+   * some). */
+  const kt_choice e = matmul_choice(ctx, 500, 16, 1045, A16, 1056, 16, 24);
+  cr_assert_str_eq(e.variant, "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", "%s", e.reason);
+  /* 300 rows: 80 blocks of the 32x64 tiles, one an SM, and its lead in
+   * every measurement stands. */
+  const kt_choice d = matmul_choice(ctx, 300, 16, 1045, A16, 1056, 16, 24);
+  cr_assert_str_eq(d.variant, "matmul_wt_32x64x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", "%s", d.reason);
+  kt_close(ctx);
+}
+
 /* An H100's make tune (run 20 of bench/reference/matmul_random, the
  * shipped file): a float4 kernel of 128x256 tiles and a 4-byte one of
  * 16x128 tiles at the 8 tuned shapes nearest 2882x1145x35.  Rows of an
