@@ -144,7 +144,7 @@ run_make_spaced() {
   make --no-print-directory -C "$root" "$@" PREFIX="$sp" LDCONFIG=true
 }
 check "make install PREFIX='.../k tune'" run_make_spaced install
-pcs() { PKG_CONFIG_PATH=$sp/lib/pkgconfig pkg-config "$@" ktune; }
+pcs() { PKG_CONFIG_PATH=$sp/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} pkg-config "$@" ktune; }
 check "ktune.pc's libdir is \${prefix}/lib, there" \
   eval "grep -qxF 'libdir=\${prefix}/lib' '$sp/lib/pkgconfig/ktune.pc' && test \"\$(pcs --variable=libdir)\" = '$sp/lib'"
 check "pkg-config's flags keep the path whole" test "$(pcs --cflags | sed 's/ *$//')" = "-I${sp// /\\ }/include"
