@@ -827,6 +827,10 @@ static const kt_variant *predict(const model *m, const kt_device_info *d, long l
     if (best_stage > 0 && k > 0 && (size_t)k < sizeof why)
       k += snprintf(why + k, sizeof why - (size_t)k, "; B staged into an aligned copy first (%.3g ms of it)",
                     best_stage);
+    const int cluster_sms = kt_cluster_sms(d, best->cluster);
+    if (cluster_sms < d->sm_count && k > 0 && (size_t)k < sizeof why)
+      k += snprintf(why + k, sizeof why - (size_t)k, "; its clusters of %d on %d of the %d SMs", best->cluster,
+                    cluster_sms, d->sm_count);
     if (second && k > 0 && (size_t)k < sizeof why)
       snprintf(why + k, sizeof why - (size_t)k, "; next %s at %.4g ms", second->name, second_ms);
     kt_dispatch_fill_choice(out, best, &m->prob[near], why);

@@ -1080,6 +1080,7 @@ Test(dispatch, clusters_are_priced_on_the_sms_their_gpcs_can_fill)
   kt_context *ctx = open_described(&dev, path, NULL);
   const kt_choice c = matmul_choice(ctx, 513, 16, 1045, A16, 1056, 16, 24);
   cr_assert_str_eq(c.variant, "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", "%s", c.reason);
+  cr_assert(strstr(c.reason, "its clusters of 8 on 120 of the 132 SMs"), "the reason says where they go: %s", c.reason);
   /* 500 rows: 128 blocks of the 32x64 tiles, one an SM if all 132 SMs
    * took clusters of 8, but two on 8 of the 120 that do (the probe of
    * session 58 launched 16 such clusters: 120 SMs touched, two blocks on
