@@ -297,7 +297,7 @@ int main(int argc, char **argv)
       fprintf(stderr, "replay_dispatch: --clusters '%s' is not four SM counts A,B,C,D\n", clusters);
       return 2;
     }
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < KT_CLUSTER_SIZES; ++i)
       if (c[i] < 0 || c[i] > dev.sm_count) {
         fprintf(stderr, "replay_dispatch: --clusters: %d SMs for clusters of %d, of %d\n", c[i], 2 << i, dev.sm_count);
         return 2;

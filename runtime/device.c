@@ -92,7 +92,7 @@ void kt_device_clusters(kt_device_info *d)
     cudaGetLastError();
     return;
   }
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < KT_CLUSTER_SIZES; ++i) {
     const int size = 2 << i;
     int n = 0;
     if (kt_cluster_capacity(size, (size_t)smem, &n) == 0 && n > 0 && (long long)n * size <= d->sm_count)
@@ -106,9 +106,10 @@ void kt_device_clusters(kt_device_info *d)
 int kt_cluster_sms(const kt_device_info *d, int cluster)
 {
   int i = 0;
-  while (i < 4 && (2 << i) < cluster)
+  while (i < KT_CLUSTER_SIZES && (2 << i) < cluster)
     ++i;
-  return cluster > 1 && i < 4 && (2 << i) == cluster && d->cluster_sms[i] > 0 ? d->cluster_sms[i] : d->sm_count;
+  const int known = cluster > 1 && i < KT_CLUSTER_SIZES && (2 << i) == cluster && d->cluster_sms[i] > 0;
+  return known ? d->cluster_sms[i] : d->sm_count;
 }
 
 /* The newest target wins: on an sm_90 GPU of an "sm_80 sm_90" build, the

@@ -42,6 +42,8 @@ static inline double kt_now_s(void)
 
 /* ---- device.c ---------------------------------------------------------- */
 
+#define KT_CLUSTER_SIZES 4 /* cluster sizes 2, 4, 8, 16 whose placement kt_device_info holds */
+
 typedef struct kt_device_info {
   int ordinal;
   char name[256];
@@ -59,7 +61,7 @@ typedef struct kt_device_info {
    * not a multiple of the size leaves the rest idle (an H100 SXM: 132,
    * 120, 120, 112 of its 132).  0 where unknown (kt_device_clusters fills
    * them; kt_cluster_sms reads them). */
-  int cluster_sms[4];
+  int cluster_sms[KT_CLUSTER_SIZES];
   unsigned long long mem_bytes;
   int driver_version, runtime_version;
   char fingerprint[384]; /* the database's device key */

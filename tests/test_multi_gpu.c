@@ -134,15 +134,15 @@ Test(multi_gpu, every_gpu_says_where_its_clusters_go)
     CUDA_OK(cudaGetDevice(&now));
     cr_assert_eq(now, current, "GPU %d's question moved the current device from %d to %d", d, current, now);
     if (!info.cluster_launch) {
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < KT_CLUSTER_SIZES; ++i)
         cr_assert_eq(info.cluster_sms[i], 0, "GPU %d has no clusters", d);
       continue;
     }
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < KT_CLUSTER_SIZES; ++i) {
       const int size = 2 << i, sms = info.cluster_sms[i];
       cr_log_info("GPU %d (%s): clusters of %d fill %d of its %d SMs", d, info.name, size, sms, info.sm_count);
       /* 16 is a non-portable size, which a GPU need not place */
-      cr_assert(i == 3 || sms > 0, "GPU %d: clusters of %d unknown", d, size);
+      cr_assert(i == KT_CLUSTER_SIZES - 1 || sms > 0, "GPU %d: clusters of %d unknown", d, size);
       cr_assert(sms % size == 0 && sms <= info.sm_count, "GPU %d: clusters of %d on %d SMs", d, size, sms);
       cr_assert(i == 0 || sms <= info.cluster_sms[i - 1] || sms == 0, "GPU %d: clusters of %d on %d SMs, of %d on %d",
                 d, size, sms, size / 2, info.cluster_sms[i - 1]);
