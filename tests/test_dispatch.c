@@ -995,13 +995,17 @@ static void tune_measured(const char *path, const kt_device_info *dev, const mea
 
 /* A context on a fresh database that holds the n measurements of t, made
  * on a 132-SM sm_90 test GPU. */
-static kt_context *open_measured(const measured *t, size_t n)
+static kt_context *open_measured_on(const kt_device_info *dev, const measured *t, size_t n)
 {
   char path[PATH_MAX];
   kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  tune_measured(path, &dev, t, n);
-  return open_described(&dev, path, NULL);
+  tune_measured(path, dev, t, n);
+  return open_described(dev, path, NULL);
+}
+static kt_context *open_measured(const measured *t, size_t n)
+{
+  const kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  return open_measured_on(&dev, t, n);
 }
 #define OPEN_MEASURED(t) open_measured((t), sizeof(t) / sizeof((t)[0]))
 
@@ -1074,10 +1078,7 @@ Test(dispatch, clusters_are_priced_on_the_sms_their_gpcs_can_fill)
   cr_assert_eq(kt_cluster_sms(&dev, 8), 120);
   cr_assert_eq(kt_cluster_sms(&dev, 16), 112);
   cr_assert_eq(kt_cluster_sms(&dev, 3), 132, "not a size the driver was asked about");
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "tune.db");
-  tune_measured(path, &dev, h100_clusters_of_8, sizeof h100_clusters_of_8 / sizeof h100_clusters_of_8[0]);
-  kt_context *ctx = open_described(&dev, path, NULL);
+  kt_context *ctx = open_measured_on(&dev, h100_clusters_of_8, sizeof h100_clusters_of_8 / sizeof h100_clusters_of_8[0]);
   const kt_choice c = matmul_choice(ctx, 513, 16, 1045, A16, 1056, 16, 24);
   cr_assert_str_eq(c.variant, "matmul_wt_64x32x16_tt4x4_w4_s3_v4_g8_o0_k1_c8", "%s", c.reason);
   cr_assert(strstr(c.reason, "its clusters of 8 on 120 of the 132 SMs"), "the reason says where they go: %s", c.reason);
