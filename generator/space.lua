@@ -124,7 +124,7 @@ end
 -- Cartesian product of the kernel's parameter lists, first parameter
 -- outermost, so the order (and so every output) is deterministic: an
 -- iterator, each configuration a fresh table.
-local function product(params)
+local function product(params, extra)
   local idx, n, done = {}, #params, false
   for i = 1, n do
     if #params[i][2] == 0 then done = true end
@@ -135,8 +135,13 @@ local function product(params)
   -- times: a third of the time went there).
   local fields = {}
   for i = 1, n do fields[i] = ("[P[%d][1]] = P[%d][2][idx[%d]]"):format(i, i, i) end
-  local make = assert(load("local P, idx = ... return function() return { " .. table.concat(fields, ", ") ..
-    " } end", "=product", "t"))(params, idx)
+  -- extra: fields every configuration carries, made with the rest.
+  local keys = {}
+  for key in pairs(extra or {}) do keys[#keys + 1] = key end
+  table.sort(keys)
+  for _, key in ipairs(keys) do fields[#fields + 1] = ("[%q] = E[%q]"):format(key, key) end
+  local make = assert(load("local P, idx, E = ... return function() return { " .. table.concat(fields, ", ") ..
+    " } end", "=product", "t"))(params, idx, extra)
   return function()
     if done then return nil end
     local v = make()
@@ -209,11 +214,13 @@ function space.enumerate(s, t, errs, opts)
       end
       return "prune", reasons
     end
-    for v in product(k.params) do
-      v.family, v.algo = s.family, k.algo
-      v.param_names = param_names
-      local ok, kind, reasons = guarded(errs, s.file, evaluate, v)
-      if not ok then return nil end
+    for v in product(k.params, { family = s.family, algo = k.algo, param_names = param_names }) do
+      -- xpcall itself, not guarded(): no table a configuration.
+      local ok, kind, reasons = xpcall(evaluate, debug.traceback, v)
+      if not ok then
+        errs:from_lua(kind, s.file)
+        return nil
+      end
       local name = v.name
       if kind then
         if not (lean and kind == "constraint") then dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons } end
