@@ -41,11 +41,16 @@ end
 
 -- Run fn under xpcall; turn a Lua error into a file:line diagnostic that
 -- points into the space file rather than into the generator.
-local function guarded(errs, file, fn, ...)
-  local res = table.pack(xpcall(fn, debug.traceback, ...))
-  if res[1] then return table.unpack(res, 1, res.n) end
-  errs:from_lua(res[2], file)
+-- guarded's result: xpcall's, passed on without a table (it runs once a
+-- configuration of the product).
+local function guarded_result(errs, file, ok, ...)
+  if ok then return ok, ... end
+  errs:from_lua((...), file)
   return false
+end
+
+local function guarded(errs, file, fn, ...)
+  return guarded_result(errs, file, xpcall(fn, debug.traceback, ...))
 end
 
 function space.load(path, errs)
@@ -215,12 +220,8 @@ function space.enumerate(s, t, errs, opts)
       return "prune", reasons
     end
     for v in product(k.params, { family = s.family, algo = k.algo, param_names = param_names }) do
-      -- xpcall itself, not guarded(): no table a configuration.
-      local ok, kind, reasons = xpcall(evaluate, debug.traceback, v)
-      if not ok then
-        errs:from_lua(kind, s.file)
-        return nil
-      end
+      local ok, kind, reasons = guarded(errs, s.file, evaluate, v)
+      if not ok then return nil end
       local name = v.name
       if kind then
         if not (lean and kind == "constraint") then dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons } end
