@@ -117,6 +117,23 @@ function space.load(path, errs)
         end
       end
     end
+    -- needs: the parameters a constraint's verdict follows from (through
+    -- derive), so that a configuration that breaks it rules out all that
+    -- share them (space.enumerate, lean).
+    for _, c in ipairs(k.constraints) do
+      if c.needs ~= nil then
+        local bad = not (type(c.needs) == "table" and #c.needs > 0) and "needs"
+        for _, name in ipairs(bad and {} or c.needs) do
+          local found = false
+          for _, p in ipairs(k.params or {}) do found = found or p[1] == name end
+          bad = bad or (not found and ('"%s"'):format(tostring(name)))
+        end
+        if bad then
+          errs:add(path, space.locate(s, bad, k.line or line), ("kernel %s: a constraint's needs lists parameters " ..
+            "of the kernel, { \"name\", ... }: %s is not one"):format(tostring(k.algo), bad))
+        end
+      end
+    end
   end
   for _, c in ipairs(s.constraints) do
     if type(c[1]) ~= "string" or type(c[2]) ~= "function" then
@@ -128,9 +145,11 @@ end
 
 -- Cartesian product of the kernel's parameter lists, first parameter
 -- outermost, so the order (and so every output) is deterministic: an
--- iterator, each configuration a fresh table.
+-- iterator, each configuration a fresh table, and skip(p), which makes the
+-- iterator's next configuration the first whose parameters 1..p differ
+-- from the last one's (those past p all run out at once).
 local function product(params, extra)
-  local idx, n, done = {}, #params, false
+  local idx, n, done, started = {}, #params, false, false
   for i = 1, n do
     if #params[i][2] == 0 then done = true end
     idx[i] = 1
@@ -147,20 +166,29 @@ local function product(params, extra)
   for _, key in ipairs(keys) do fields[#fields + 1] = ("[%q] = E[%q]"):format(key, key) end
   local make = assert(load("local P, idx, E = ... return function() return { " .. table.concat(fields, ", ") ..
     " } end", "=product", "t"))(params, idx, extra)
+  local function skip(p)
+    for j = p + 1, n do idx[j] = #params[j][2] end
+  end
   return function()
     if done then return nil end
-    local v = make()
-    -- Advance the odometer, last parameter fastest.
-    local i = n
-    while i >= 1 do
-      idx[i] = idx[i] + 1
-      if idx[i] <= #params[i][2] then break end
-      idx[i] = 1
-      i = i - 1
+    -- Advance the odometer past the last configuration, last parameter
+    -- fastest.
+    if started then
+      local i = n
+      while i >= 1 do
+        idx[i] = idx[i] + 1
+        if idx[i] <= #params[i][2] then break end
+        idx[i] = 1
+        i = i - 1
+      end
+      if i < 1 then
+        done = true
+        return nil
+      end
     end
-    done = i < 1
-    return v
-  end
+    started = true
+    return make()
+  end, skip
 end
 
 -- Enumerate every configuration of every kernel in the space for target t.
@@ -175,7 +203,9 @@ end
 -- returned at all, and its constraints are checked only up to the first
 -- it breaks: the dropped list then holds what pruning drops alone, and the
 -- product's tables are garbage as soon as they are judged (held, the
--- collector kept walking them: half the time).
+-- collector kept walking them: half the time).  Lean, a broken constraint
+-- that names what it `needs` also skips the rest of the product that
+-- shares those parameters: none of it could be kept.
 function space.enumerate(s, t, errs, opts)
   local no_prune = opts and opts.no_prune
   local names = opts and opts.names
@@ -193,10 +223,26 @@ function space.enumerate(s, t, errs, opts)
         if not c[2](v, t) then
           reasons = reasons or {}
           reasons[#reasons + 1] = c[1]
-          if stop then return reasons end
+          if stop then return reasons, c end
         end
       end
       return reasons
+    end
+    -- For a constraint that names the parameters it `needs`, the last of
+    -- them in the product's order: what breaks it breaks it for every
+    -- configuration that shares the parameters up to that one, so that lean
+    -- enumeration skips them all (most of matmul's product).
+    local skip_at = {}
+    for _, c in ipairs(k.constraints) do
+      if c.needs then
+        local last = 0
+        for i, p in ipairs(k.params) do
+          for _, name in ipairs(c.needs) do
+            if p[1] == name then last = i end
+          end
+        end
+        skip_at[c] = last
+      end
     end
     -- derive, name, every constraint and then every prune rule of one
     -- configuration: the kind of drop and its reasons.  One protected call
@@ -204,11 +250,11 @@ function space.enumerate(s, t, errs, opts)
     -- diagnostic for the space file.
     local function evaluate(v)
       k.derive(v, t)
-      local reasons = broken(k.constraints, v, nil, lean)
+      local reasons, rule = broken(k.constraints, v, nil, lean)
       if not (reasons and lean) then reasons = broken(s.constraints, v, reasons, lean) end
       if reasons then
         if names then v.name = tags.name(s.family, k, v) end
-        return "constraint", reasons
+        return "constraint", reasons, rule
       end
       v.name = tags.name(s.family, k, v)
       reasons = broken(k.prune, v)
@@ -219,12 +265,17 @@ function space.enumerate(s, t, errs, opts)
       end
       return "prune", reasons
     end
-    for v in product(k.params, { family = s.family, algo = k.algo, param_names = param_names }) do
-      local ok, kind, reasons = guarded(errs, s.file, evaluate, v)
+    local configurations, skip = product(k.params, { family = s.family, algo = k.algo, param_names = param_names })
+    for v in configurations do
+      local ok, kind, reasons, rule = guarded(errs, s.file, evaluate, v)
       if not ok then return nil end
       local name = v.name
       if kind then
-        if not (lean and kind == "constraint") then dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons } end
+        if not (lean and kind == "constraint") then
+          dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons }
+        elseif rule and skip_at[rule] then
+          skip(skip_at[rule])
+        end
       else
         local missing = {}
         for _, group in ipairs({ REQUIRED, s.required or {} }) do

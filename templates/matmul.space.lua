@@ -158,28 +158,34 @@ local S = {
       end,
       constraints = {
         -- What can be built at all.
-        { "warp tiles cover the block tile", function(v) return v.bm % v.wm == 0 and v.bn % v.wn == 0 end },
+        -- needs: the parameters a verdict follows from; what breaks one
+        -- rules out the product's rest that shares them (most of it).
+        { "warp tiles cover the block tile", function(v) return v.bm % v.wm == 0 and v.bn % v.wn == 0 end,
+          needs = { "bm", "bn", "tt", "wtm" } },
         { "64, 128 or 256 threads per block",
-          function(v) return v.threads == 64 or v.threads == 128 or v.threads == 256 end },
+          function(v) return v.threads == 64 or v.threads == 128 or v.threads == 256 end,
+          needs = { "bm", "bn", "tt", "wtm" } },
         { "each thread copies one column of the A slice, a whole number of times",
-          function(v) return v.threads % v.bk == 0 and (v.bm * v.bk) % v.threads == 0 end },
+          function(v) return v.threads % v.bk == 0 and (v.bm * v.bk) % v.threads == 0 end,
+          needs = { "bm", "bn", "bk", "tt", "wtm" } },
         { "each thread copies one column group of the B slice a whole number of times, or whole rows' worth " ..
           "of them where a row has more copies than the block has threads",
           function(v)
             local row = v.bn // v.vec
             return (v.threads % row == 0 and (v.bk * row) % v.threads == 0) or row % v.threads == 0
-          end },
+          end, needs = { "bm", "bn", "bk", "tt", "wtm", "vec" } },
         { "at most 32 copies of A per thread and slice (one bit each in the row mask)",
-          function(v) return v.bm * v.bk // v.threads <= 32 end },
+          function(v) return v.bm * v.bk // v.threads <= 32 end, needs = { "bm", "bn", "bk", "tt", "wtm" } },
         { "warps read at most 128 bytes of A or B per k (one shared-memory wavefront)",
-          function(v) return v.wtm * 16 <= 128 and v.wtn * 16 <= 128 end },
+          function(v) return v.wtm * 16 <= 128 and v.wtn * 16 <= 128 end, needs = { "wtm" } },
         { "at least one block fits an SM", function(v) return v.fit >= 1 end },
         { "the occupancy hint is 0 or the most blocks that registers (estimated), threads and shared memory " ..
           "allow: a lower hint changes nothing, a higher one makes registers spill",
           function(v) return v.occ == 0 or v.occ == v.fit end },
         { "cluster split-K needs sm_90 (clusters and distributed shared memory)",
           function(v, t) return v.cluster == 1 or t.cc >= 90 end },
-        { "one way of splitting K at a time", function(v) return v.cluster == 1 or v.split == 1 end },
+        { "one way of splitting K at a time", function(v) return v.cluster == 1 or v.split == 1 end,
+          needs = { "split", "cluster" } },
         { "whole-row stores (epi 1) are the warp tiles' own epilogue: a cluster's blocks store C from their " ..
           "reduction instead", function(v) return v.epi == 0 or v.cluster == 1 end },
         { "cluster split-K: the tile's rows split evenly over the cluster",

@@ -437,6 +437,87 @@ describe("ktgen", function()
       assert.are.same({}, problems)
     end)
 
+    -- A constraint's needs lets the lean enumeration (ktgen --quiet) skip
+    -- every configuration that shares those parameters with one that
+    -- broke it, so the verdict must follow from them alone.
+    it("a constraint's verdict is the same wherever the parameters it needs are", function()
+      local problems, checked = {}, 0
+      each_space_and_target(function(family, s, arch)
+        local t = targets.get(arch)
+        local kept, dropped = enumerate(s, t)
+        for _, k in ipairs(s.kernels) do
+          for _, c in ipairs(k.constraints or {}) do
+            if c.needs then
+              -- Each configuration's needed values as one number (their
+              -- places in the value lists, mixed radix): no string per
+              -- configuration, of which there are millions here.
+              local place, radix = {}, {}
+              for i, name in ipairs(c.needs) do
+                local values
+                for _, p in ipairs(k.params) do
+                  if p[1] == name then values = p[2] end
+                end
+                place[i] = {}
+                for j, x in ipairs(values) do place[i][x] = j - 1 end
+                radix[i] = #values
+              end
+              local verdicts = {}
+              local function check(v)
+                if v.algo ~= k.algo then return end
+                local key = 0
+                for i, name in ipairs(c.needs) do key = key * radix[i] + place[i][v[name]] end
+                local verdict = c[2](v, t) and true or false
+                checked = checked + 1
+                if verdicts[key] == nil then
+                  verdicts[key] = verdict
+                elseif verdicts[key] ~= verdict then
+                  local at = {}
+                  for _, name in ipairs(c.needs) do at[#at + 1] = name .. "=" .. tostring(v[name]) end
+                  problems[#problems + 1] = ("%s %s %s: '%s' differs at %s"):format(family, arch, k.algo, c[1],
+                    table.concat(at, ","))
+                  verdicts[key] = verdict
+                end
+              end
+              for _, v in ipairs(kept) do check(v) end
+              for _, d in ipairs(dropped) do check(d.v) end
+            end
+          end
+        end
+      end)
+      assert.is_true(checked > 0, "no constraint names what it needs")
+      assert.are.same({}, problems)
+    end)
+
+    it("the lean enumeration keeps, prunes and names what the full one does", function()
+      local problems = {}
+      each_space_and_target(function(family, s, arch)
+        local t = targets.get(arch)
+        for _, no_prune in ipairs({ false, true }) do
+          local kept, dropped = enumerate(s, t, { no_prune = no_prune })
+          local errs = diag.new()
+          local lkept, ldropped = space.enumerate(s, t, errs, { no_prune = no_prune, lean = true })
+          assert(lkept, family .. " " .. arch .. ": lean enumerate failed")
+          local function names(list, field)
+            local out = {}
+            for _, x in ipairs(list) do
+              local v = field and x[field] or x
+              if not field or x.kind == "prune" then
+                out[#out + 1] = v.name .. (x.reasons and (": " .. table.concat(x.reasons, "; ")) or "") ..
+                  (v.pruned and (" pruned " .. table.concat(v.pruned, "; ")) or "")
+              end
+            end
+            return out
+          end
+          local what = ("%s %s%s: "):format(family, arch, no_prune and " --no-prune" or "")
+          local a, b = names(kept), names(lkept)
+          if table.concat(a, "\n") ~= table.concat(b, "\n") then problems[#problems + 1] = what .. "kept differs" end
+          a, b = names(dropped, "v"), names(ldropped, "v")
+          if table.concat(a, "\n") ~= table.concat(b, "\n") then problems[#problems + 1] = what .. "pruned differs" end
+        end
+      end)
+      assert.are.same({}, problems)
+    end)
+
     it("every kept configuration passes every constraint and every prune rule, on every target", function()
       local problems = {}
       each_space_and_target(function(family, s, arch)
@@ -1736,6 +1817,9 @@ describe("ktgen", function()
       { what = "a parameter tag that means another parameter",
         file = "hist.space.lua", find = '{ "rep", { 1, 2 }', from = 'tag = "r"', to = 'tag = "t"',
         msg = "tag 't' means threads per block" },
+      { what = "a constraint whose needs names no parameter of its kernel",
+        file = "matmul.space.lua", find = 'needs = { "split", "cluster" }', from = '"split"', to = '"splits"',
+        msg = "a constraint's needs lists parameters of the kernel" },
       { what = "a derive() that forgets a required field",
         file = "matmul.space.lua", anchor = 'algo = "tiled"', find = "v.min_cc",
         from = "v.cluster, v.min_cc, v.align = 1, 0, 1", to = "v.cluster, v.align = 1, 1",
