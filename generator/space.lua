@@ -119,18 +119,26 @@ function space.load(path, errs)
     end
     -- needs: the parameters a constraint's verdict follows from (through
     -- derive), so that a configuration that breaks it rules out all that
-    -- share them (space.enumerate, lean).
+    -- share them (space.enumerate, lean).  k.skip_at[c]: the last of them
+    -- in the product's order.
+    k.skip_at = {}
     for _, c in ipairs(k.constraints) do
       if c.needs ~= nil then
         local bad = not (type(c.needs) == "table" and #c.needs > 0) and "needs"
+        local last = 0
         for _, name in ipairs(bad and {} or c.needs) do
-          local found = false
-          for _, p in ipairs(k.params or {}) do found = found or p[1] == name end
-          bad = bad or (not found and ('"%s"'):format(tostring(name)))
+          local at
+          for i, p in ipairs(k.params or {}) do
+            if p[1] == name then at = i end
+          end
+          bad = bad or (not at and ('"%s"'):format(tostring(name)))
+          last = math.max(last, at or 0)
         end
         if bad then
           errs:add(path, space.locate(s, bad, k.line or line), ("kernel %s: a constraint's needs lists parameters " ..
             "of the kernel, { \"name\", ... }: %s is not one"):format(tostring(k.algo), bad))
+        else
+          k.skip_at[c] = last
         end
       end
     end
@@ -228,22 +236,6 @@ function space.enumerate(s, t, errs, opts)
       end
       return reasons
     end
-    -- For a constraint that names the parameters it `needs`, the last of
-    -- them in the product's order: what breaks it breaks it for every
-    -- configuration that shares the parameters up to that one, so that lean
-    -- enumeration skips them all (most of matmul's product).
-    local skip_at = {}
-    for _, c in ipairs(k.constraints) do
-      if c.needs then
-        local last = 0
-        for i, p in ipairs(k.params) do
-          for _, name in ipairs(c.needs) do
-            if p[1] == name then last = i end
-          end
-        end
-        skip_at[c] = last
-      end
-    end
     -- derive, name, every constraint and then every prune rule of one
     -- configuration: the kind of drop and its reasons.  One protected call
     -- per configuration: a Lua error anywhere still becomes a file:line
@@ -273,8 +265,10 @@ function space.enumerate(s, t, errs, opts)
       if kind then
         if not (lean and kind == "constraint") then
           dropped[#dropped + 1] = { v = v, kind = kind, reasons = reasons }
-        elseif rule and skip_at[rule] then
-          skip(skip_at[rule])
+        elseif rule and k.skip_at[rule] then
+          -- What breaks a rule that names what it needs breaks it for every
+          -- configuration that shares those parameters (space.load).
+          skip(k.skip_at[rule])
         end
       else
         local missing = {}
