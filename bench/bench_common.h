@@ -312,6 +312,13 @@ static inline double bench_geomean(const std::vector<double> &x)
   return exp(s / (double)x.size());
 }
 
+/* A draw from r, log-uniform over [lo, hi]: shapes for seeded suites. */
+static inline long long log_uniform(kt_rng *r, double lo, double hi)
+{
+  const double u = (double)(kt_rng_next(r) >> 11) * 0x1p-53;
+  return (long long)floor(exp(log(lo) + u * (log(hi + 1) - log(lo))));
+}
+
 /* ---- output files ------------------------------------------------------- */
 
 /* A CSV file with a header line; rows are printf-formatted.  Fields must

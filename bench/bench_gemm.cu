@@ -66,21 +66,6 @@ static const char *type_name(kt_dtype t)
   return t == KT_TF32 ? "tf32" : t == KT_BF16 ? "bf16" : t == KT_F16 ? "f16" : "f32";
 }
 
-/* Random inputs, never zero: TF32 full FP32 values in (-1, 1); the 16-bit
- * types odd multiples of 2^-8 in (-1, 1), exact in both. */
-__global__ void fill_typed(void *x, size_t n, int type, uint64_t seed)
-{
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    const uint64_t u = mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1));
-    if (type == KT_BF16)
-      ((__nv_bfloat16 *)x)[i] = __float2bfloat16((float)(2 * (int)(u >> 57) - 127) * 0x1p-8f);
-    else if (type == KT_F16)
-      ((__half *)x)[i] = __float2half((float)(2 * (int)(u >> 57) - 127) * 0x1p-8f);
-    else
-      ((float *)x)[i] = (float)(2 * (u >> 41) + 1) * 0x1p-23f - 1.0f;
-  }
-}
-
 /* *count += elements of x[0..n) that are not want. */
 __global__ void count_not(const float *x, size_t n, float want, unsigned long long *count)
 {
@@ -158,12 +143,6 @@ static void plot(const bench_options &o, const bench_device &d, size_t ncases)
 
 constexpr int F32_BATCHES = 40;
 constexpr unsigned long long F32_BATCHES_SEED = 0x6261746368ull; /* the default suite */
-
-static long long log_uniform(kt_rng *r, double lo, double hi)
-{
-  const double u = (double)(kt_rng_next(r) >> 11) * 0x1p-53;
-  return (long long)floor(exp(log(lo) + u * (log(hi + 1) - log(lo))));
-}
 
 static double ratio_stats(std::vector<double> v, double *p10, double *lo)
 {

@@ -24,24 +24,8 @@
 #include "bench_common.h"
 #include "gemm_common.cuh"
 #include "kt_internal.h"
+#include "matmul_check.cuh"
 #include "registry.h"
-
-static long long log_uniform(kt_rng *r, double lo, double hi)
-{
-  const double u = (double)(kt_rng_next(r) >> 11) * 0x1p-53;
-  return (long long)floor(exp(log(lo) + u * (log(hi + 1) - log(lo))));
-}
-
-__global__ void fill_f32(float *x, size_t n, uint64_t seed)
-{
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    uint64_t u = seed + 0x9e3779b97f4a7c15ull * (i + 1);
-    u = (u ^ (u >> 30)) * 0xbf58476d1ce4e5b9ull;
-    u = (u ^ (u >> 27)) * 0x94d049bb133111ebull;
-    u ^= u >> 31;
-    x[i] = (float)(2 * (u >> 41) + 1) * 0x1p-23f - 1.0f;
-  }
-}
 
 int main(int argc, char **argv)
 {
@@ -51,8 +35,7 @@ int main(int argc, char **argv)
   bench_device d = bench_device_open();
   bench_flush fl = bench_flush_alloc(d);
   cublasHandle_t h;
-  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS)
-    return 1;
+  BENCH_CUBLAS(cublasCreate(&h));
   const bench_reps reps = {10, 30, 300.0};
   kt_rng r = {seed};
   struct shp {
@@ -70,15 +53,20 @@ int main(int argc, char **argv)
   BENCH_CUDA(cudaMalloc(&A, maxe * 4));
   BENCH_CUDA(cudaMalloc(&B, maxe * 4));
   BENCH_CUDA(cudaMalloc(&C, maxe * 4));
-  fill_f32<<<d.info.sm_count * 8, 256>>>((float *)A, maxe, kt_rng_next(&r));
-  fill_f32<<<d.info.sm_count * 8, 256>>>((float *)B, maxe, kt_rng_next(&r));
-  BENCH_CUDA(cudaDeviceSynchronize());
+  // Inputs of the type at hand (filled again where it changes), never zero.
+  int filled = -1;
+  auto fill_as = [&](int type) {
+    if (type == filled)
+      return;
+    fill_typed<<<d.info.sm_count * 8, 256>>>(A, maxe, type, kt_rng_next(&r));
+    fill_typed<<<d.info.sm_count * 8, 256>>>(B, maxe, type, kt_rng_next(&r));
+    BENCH_CUDA(cudaDeviceSynchronize());
+    filled = type;
+  };
   // Padding in bytes of lda (K-major A) and ldb (MN-major B) past 128-byte
   // aligned rows; -1: the natural stride (K, N).
-  // Third: KT_L2PROMO for the operands' tensor maps (0: as built, 256 B).
   // The last repeats the first, as a control for the order of the runs.
-  const int pads[][3] = {{0, 0, 0},  {0, 16, 0}, {0, 32, 0}, {0, 64, 0},  {16, 0, 0},
-                         {32, 0, 0}, {64, 0, 0}, {-1, -1, 0}, {0, 0, 0}};
+  const int pads[][2] = {{0, 0}, {0, 16}, {0, 32}, {0, 64}, {16, 0}, {32, 0}, {64, 0}, {-1, -1}, {0, 0}};
   const int np = sizeof pads / sizeof pads[0];
   if (nshapes < 0) { // the repack alone: GB/s of its reads and writes
     printf("%-6s %-7s %-14s %8s %8s\n", "type", "source", "rows x K, ld", "ms", "GB/s");
@@ -86,6 +74,7 @@ int main(int argc, char **argv)
       for (int kmajor : {0, 1})
         for (int odd : {0, 1}) {
           const int es = type == KT_GEMM_TF32 ? 4 : 2, rows = 8192, K = 8192;
+          fill_as(type);
           const long long ld = (kmajor ? K : rows) + (odd ? 3 : 0);
           const int kp = K;
           auto run = [&]() -> int {
@@ -104,7 +93,7 @@ int main(int argc, char **argv)
   }
   printf("%-40s %-16s %-8s %9s", "variant", "shape", "who", "ms(0,0)");
   for (int p = 1; p < np; ++p)
-    printf(" a%+d,b%+d%s", pads[p][0], pads[p][1], pads[p][2] > 0 ? "p128" : pads[p][2] < 0 ? "p0" : "");
+    printf(" a%+d,b%+d", pads[p][0], pads[p][1]);
   printf("\n");
   for (auto &s : shapes)
     for (int vi = 0; vi < kt_registry_count; ++vi) {
@@ -117,26 +106,21 @@ int main(int argc, char **argv)
       const cudaDataType dt = tf32 ? CUDA_R_32F : type == KT_GEMM_BF16 ? CUDA_R_16BF : CUDA_R_16F;
       const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
       const int al = 128 / es;
-      double t[2][12];
-      for (int p = 0; p < np; ++p)
-        t[0][p] = t[1][p] = NAN;
+      fill_as(type);
+      // Per round, every stride in turn; each the lower of the rounds.
+      std::vector<double> t[2] = {std::vector<double>(np, NAN), std::vector<double>(np, NAN)};
       for (int round = 0; round < 3; ++round)
-      for (int p = 0; p < np; ++p) {
-        long long lda = pads[p][0] < 0 ? s.k : (s.k + al - 1) / al * al + pads[p][0] / es;
-        long long ldb = pads[p][1] < 0 ? s.n : (s.n + al - 1) / al * al + pads[p][1] / es;
-        kt_gemm_args a = {type, KT_GEMM_OP_N, KT_GEMM_OP_N, s.m, s.n, s.k, 1, 1.0f, 0.0f, A, B, C,
-                          lda, ldb, s.n, 0, 0, 0, d.info.sm_count, kt_device_pool(d.info.ordinal)};
-        const float one = 1, zero = 0;
-        auto run_kt = [&]() -> int { return v->launch(&a, 0); };
-        auto run_cb = [&]() -> int {
-          return (int)cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, B, dt, (int)ldb, A, dt, (int)lda,
-                                   &zero, C, CUDA_R_32F, s.n, ct, CUBLAS_GEMM_DEFAULT);
-        };
-        if (pads[p][2])
-          setenv("KT_L2PROMO", pads[p][2] > 0 ? "128" : "0", 1);
-        else
-          unsetenv("KT_L2PROMO");
-        {
+        for (int p = 0; p < np; ++p) {
+          const long long lda = pads[p][0] < 0 ? s.k : (s.k + al - 1) / al * al + pads[p][0] / es;
+          const long long ldb = pads[p][1] < 0 ? s.n : (s.n + al - 1) / al * al + pads[p][1] / es;
+          kt_gemm_args a = {type, KT_GEMM_OP_N, KT_GEMM_OP_N, s.m, s.n, s.k, 1, 1.0f, 0.0f, A, B, C,
+                            lda, ldb, s.n, 0, 0, 0, d.info.sm_count, kt_device_pool(d.info.ordinal)};
+          const float one = 1, zero = 0;
+          auto run_kt = [&]() -> int { return v->launch(&a, 0); };
+          auto run_cb = [&]() -> int {
+            return (int)cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.m, s.k, &one, B, dt, (int)ldb, A, dt,
+                                     (int)lda, &zero, C, CUDA_R_32F, s.n, ct, CUBLAS_GEMM_DEFAULT);
+          };
           bench_time_result x = bench_time(run_kt, fl, reps);
           if (x.ok && !(x.ms >= t[0][p]))
             t[0][p] = x.ms;
@@ -144,8 +128,6 @@ int main(int argc, char **argv)
           if (x.ok && !(x.ms >= t[1][p]))
             t[1][p] = x.ms;
         }
-      }
-      unsetenv("KT_L2PROMO");
       char sh[32];
       snprintf(sh, sizeof sh, "%dx%dx%d", s.m, s.n, s.k);
       for (int w = 0; w < 2; ++w) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* bench/matmul_check.cuh: random fp32 inputs and the check of a matmul
+/* bench/matmul_check.cuh: random inputs (fp32, and each gemm type) and the check of a matmul
  * result against cuBLAS's, shared by the matmul benches.  Included by one
  * .cu each (static functions). */
 #ifndef KT_BENCH_MATMUL_CHECK_CUH
@@ -11,6 +11,8 @@
 #include <cstdlib>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "bench_common.h"
 
@@ -41,6 +43,21 @@ __global__ void fill_random(float *x, size_t n, uint64_t seed)
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
     const uint64_t u = mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1)) >> 41; /* 23 bits */
     x[i] = (float)(2 * u + 1) * 0x1p-23f - 1.0f;
+  }
+}
+
+/* Random inputs, never zero: TF32 full FP32 values in (-1, 1); the 16-bit
+ * types odd multiples of 2^-8 in (-1, 1), exact in both. */
+__global__ void fill_typed(void *x, size_t n, int type, uint64_t seed)
+{
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    const uint64_t u = mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1));
+    if (type == KT_BF16)
+      ((__nv_bfloat16 *)x)[i] = __float2bfloat16((float)(2 * (int)(u >> 57) - 127) * 0x1p-8f);
+    else if (type == KT_F16)
+      ((__half *)x)[i] = __float2half((float)(2 * (int)(u >> 57) - 127) * 0x1p-8f);
+    else
+      ((float *)x)[i] = (float)(2 * (u >> 41) + 1) * 0x1p-23f - 1.0f;
   }
 }
 
