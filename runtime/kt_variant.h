@@ -213,6 +213,51 @@ static inline int kt_gemm_tf32_swaps(int op_a, int op_b, long long M, long long 
   return op_b == KT_GEMM_OP_N && (op_a == KT_GEMM_OP_N || M <= N);
 }
 
+/* Row strides that start 16 bytes into a 32-byte sector.  The Hopper
+ * kernels load each operand in TMA rows of 128 bytes; on such a stride a
+ * row touches five sectors instead of four, and the operand moves 25% more
+ * from L2 to the SMs.  Measured on an H100 (bench/reference/gemm_tiles/
+ * README.md, "Row strides that are not multiples of 32 bytes", sessions 62
+ * and 63), in place, against strides of 128 bytes:
+ *   - square tiles (128x128), either operand: 16 to 31% slower, however
+ *     many waves of tiles the call runs;
+ *   - the operand of the larger side of 128x256 tiles (two thirds of each
+ *     k slice): 17 to 31% where the call runs two or more full waves, 3 to
+ *     12% where it runs about one and a tail (the tail's few blocks leave
+ *     L2 to spare);
+ *   - the operand of the smaller side: 0 to 4%.
+ *
+ * Should the launcher repack such an operand, read in place, into rows of
+ * a multiple of 128 bytes?  Where the repack costs less than the sectors'
+ * estimated share of the multiply: KT_GEMM_SECTOR_COST for square tiles,
+ * that times the share of the waves that are full for the larger side of
+ * other tiles, nothing for the smaller side.  Both times are estimated per
+ * element of K, so K cancels:
+ *   - the repack reads and writes `rows` rows (times their batch entries):
+ *     2 x ES bytes per element at the repack's rate (2.6 to 2.9 TB/s on an
+ *     H100);
+ *   - the multiply runs `blocks` tiles of tile x other products (times
+ *     `kshare` of K each: split K), in waves of sm_count x occ, at an SM's
+ *     share of the tensor cores' rate (about 3.0 TFLOP/s per SM for TF32
+ *     and 5.8 for 16-bit inputs at 4096^3 on an H100).
+ * One element's repack takes KT_GEMM_REPACK_PER_MAC times one product's
+ * share of an SM, for both input widths (4.3 TF32, 4.2 16-bit: the tensor
+ * cores' rate doubles as the bytes halve).  Those estimates matched the
+ * measured repacks to a few percent; the sectors' share is the coarse part.
+ * A GPU of more bandwidth per multiply (an H200) repacks less often than
+ * would pay, never more.  The launchers use it; the host tests call it. */
+#define KT_GEMM_SECTOR_COST 0.2
+#define KT_GEMM_REPACK_PER_MAC 4.3
+static inline int kt_gemm_sector_repack(long long stride_bytes, long long rows, int tile, int other, long long blocks,
+                                        int sm_count, int occ, double kshare)
+{
+  if (stride_bytes % 32 != 16 || tile < other || rows < 1 || blocks < 1 || sm_count < 1 || occ < 1 || !(kshare > 0))
+    return 0;
+  const long long slots = (long long)sm_count * occ, waves = (blocks + slots - 1) / slots, full = blocks / slots;
+  const double share = tile == other ? KT_GEMM_SECTOR_COST : KT_GEMM_SECTOR_COST * (double)full / (double)waves;
+  return KT_GEMM_REPACK_PER_MAC * (double)rows < share * (double)waves * kshare * occ * (double)tile * other;
+}
+
 /* Into how many chunks a gemm kernel that may split K `split` ways splits
  * it (1: not at all), for `blocks` tiles (times the batch) of `ktiles` k
  * slices, `occ` blocks per SM: only where the blocks fall short of half a

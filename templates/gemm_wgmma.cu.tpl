@@ -35,7 +35,9 @@
  * is the register operand: CT = 1, and the epilogue stores each tile
  * transposed.  What is left, the other operand of op T, N and any operand
  * whose rows or base TMA cannot address (not 16-byte aligned), the launcher
- * repacks into K-major scratch first (gemm_pack).  Every call is served.
+ * repacks into K-major scratch first (gemm_pack), in rows of a multiple of
+ * 128 bytes; so too, where that pays, an operand whose rows start 16 bytes
+ * into a 32-byte sector (kt_gemm_sector_repack).  Every call is served.
  * Edges need no code: TMA fills what lies outside the tensor with zeros,
  * which add nothing, and the epilogue stores only inside C.
  *
@@ -762,7 +764,7 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
 
   /* How each operand is read: in place, MN-major in place (ta, tb), or
    * from K-major scratch (pack_a, pack_b: rows of kp elements, K rounded up
-   * to 16 bytes, from the scratch pool).  16-bit types: everything TMA can
+   * to 128 bytes, from the scratch pool).  16-bit types: everything TMA can
    * address in place.  TF32: K-major in place; MN-major in place through
    * registers, one operand at most (kt_gemm_tf32_swaps picks B, by
    * swapping the roles, or A). */
@@ -770,29 +772,51 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   /* An operand whose batch stride is 0 is one matrix for the whole batch:
    * read, or repacked, once (na, nb entries of each). */
   const int na = a->stride_a == 0 ? 1 : a->batch, nb = a->stride_b == 0 ? 1 : a->batch;
-  const bool ala = aligned(a->A, a->lda, a->stride_a, na), alb = aligned(a->B, a->ldb, a->stride_b, nb);
-  int ta, tb, swap = 0;
-  if (ES == 2) {
-    ta = ala && !kma, tb = alb && !kmb;
-  } else {
-    swap = alb && !kmb && kt_gemm_tf32_swaps(a->op_a, a->op_b, a->M, a->N);
-    ta = swap || (ala && !kma), tb = 0;
+  bool ala = aligned(a->A, a->lda, a->stride_a, na), alb = aligned(a->B, a->ldb, a->stride_b, nb);
+  int ta = 0, tb = 0, swap = 0, M = 0, N = 0, splits = 1;
+  bool pack_a = false, pack_b = false;
+  long long work = 0;
+  const int ktiles = (a->K + BK - 1) / BK;
+  /* The layout for operands that TMA can (ala, alb) or cannot read in place. */
+  auto choose = [&]() {
+    if (ES == 2) {
+      ta = ala && !kma, tb = alb && !kmb;
+    } else {
+      swap = alb && !kmb && kt_gemm_tf32_swaps(a->op_a, a->op_b, a->M, a->N);
+      ta = swap || (ala && !kma), tb = 0;
+    }
+    /* Swapped, the kernel's A is op(B)^T (N x K) and its B is op(A) (M x K). */
+    pack_a = swap ? !(ala && kma) : !(ala && (kma || ta)), pack_b = swap ? false : !(alb && (kmb || tb));
+    M = swap ? a->N : a->M, N = swap ? a->M : a->N;
+    work = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * a->batch;
+    splits = kt_gemm_splits(work, ktiles, a->sm_count, OCC, SPLIT);
+  };
+  choose();
+  /* An operand read in place on a row stride 16 bytes into a 32-byte
+   * sector is repacked where that pays (kt_gemm_sector_repack); its tile
+   * side is BM as the kernel's A, BN as its B. */
+  {
+    const double kshare = (double)((ktiles + splits - 1) / splits) / (ktiles > 0 ? ktiles : 1);
+    const int side_a = swap ? BN : BM, side_b = swap ? BM : BN;
+    const bool sector_a = !pack_a && kt_gemm_sector_repack(a->lda * ES, (long long)na * a->M, side_a,
+                                                           BM + BN - side_a, work * splits, a->sm_count, OCC, kshare);
+    const bool sector_b = !pack_b && kt_gemm_sector_repack(a->ldb * ES, (long long)nb * a->N, side_b,
+                                                           BM + BN - side_b, work * splits, a->sm_count, OCC, kshare);
+    if (sector_a || sector_b) {
+      ala = ala && !sector_a, alb = alb && !sector_b;
+      choose();
+    }
   }
-  /* Swapped, the kernel's A is op(B)^T (N x K) and its B is op(A) (M x K). */
-  const bool pack_a = swap ? !(ala && kma) : !(ala && (kma || ta)), pack_b = swap ? false : !(alb && (kmb || tb));
   const int layout = ES == 2 ? 2 * ta + tb : 2 * ta + swap;
   const kernel_fn kernel = kernels[layout];
-  const int M = swap ? a->N : a->M, N = swap ? a->M : a->N;
-
-  const long long work = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * a->batch;
-  const int ktiles = (a->K + BK - 1) / BK;
-  const int splits = kt_gemm_splits(work, ktiles, a->sm_count, OCC, SPLIT);
   const int kper = (ktiles + splits - 1) / splits;
   const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
   cudaError_t err = kt_launch_prepare(&once[layout], (const void *)kernel, smem, 0, 0, NULL);
   if (err != cudaSuccess)
     return (int)err;
-  const int kp = (a->K + 16 / ES - 1) / (16 / ES) * (16 / ES);
+  /* Rows of the repacked operands: K rounded up to 128 bytes, so that no
+   * TMA row straddles a 32-byte sector (kt_gemm_sector_repack). */
+  const int kp = (a->K + 128 / ES - 1) / (128 / ES) * (128 / ES);
   const size_t bytes_a = pack_a ? (size_t)na * a->M * kp * ES : 0;
   const size_t bytes_b = pack_b ? (size_t)nb * a->N * kp * ES : 0;
   /* Split K: a slot of BM x BN partial sums per tile and chunk. */

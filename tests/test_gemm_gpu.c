@@ -65,7 +65,12 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
  * with A, then B, shared by its entries for two of every three op pairs:
  * stride 0, read in place where aligned).  520 x 1300 x 5 has
  * more tiles than a persistent grid has blocks (150 of 128 x 256 on 132
- * SMs), so its blocks loop over tiles and across batch entries.  The last
+ * SMs), so its blocks loop over tiles and across batch entries.  40 x
+ * 1304 x 100 puts rows 16 bytes into a 32-byte sector (TF32's lda of 400
+ * bytes, the 16-bit ldb of 2608): the launchers of square tiles repack
+ * such an operand where that pays (kt_gemm_sector_repack), into rows of
+ * 128 bytes past K; a call this small is less than a wave of 128x256
+ * tiles, which read it in place.  The last
  * two have few tiles and a long K, which the variants that split K split
  * 8 to 15 ways (and the batch's tiles reduce apart) and 21 to 42 ways.
  * The mma.sync variants take their 16-byte copies here (the odd shapes
@@ -73,8 +78,9 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
 Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
 {
   kt_rng r = {fresh_seed()};
-  static const int shapes[][5] = {{200, 136, 72, 0, 2}, {64, 256, 128, 8, 1}, {328, 264, 200, 16, 3}, {8, 8, 8, 0, 1},
-                                  {520, 1300, 8, 8, 5},    {96, 136, 4100, 8, 2},   {16, 24, 12000, 0, 1}};
+  static const int shapes[][5] = {{200, 136, 72, 0, 2},  {64, 256, 128, 8, 1}, {328, 264, 200, 16, 3},
+                                  {8, 8, 8, 0, 1},       {520, 1300, 8, 8, 5}, {40, 1304, 100, 0, 1},
+                                  {96, 136, 4100, 8, 2}, {16, 24, 12000, 0, 1}};
   const int nshapes = (int)(sizeof shapes / sizeof shapes[0]);
   int checked = 0;
   for (int i = 0; i < kt_registry_count; ++i) {

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/* tests/test_sector.c: which operands the Hopper launchers repack because
+ * their row stride starts 16 bytes into a 32-byte sector
+ * (kt_gemm_sector_repack, runtime/kt_variant.h).  Host arithmetic only; the
+ * GPU side (results on such strides, repacked or not) is test_gemm's.
+ *
+ *   make build/tests/test_sector && build/tests/test_sector
+ */
+#include "kt_test.h"
+#include <math.h>
+
+#include "kt_variant.h"
+
+TestSuite(sector);
+
+#define SMS 132 /* an H100's or H200's SMs */
+
+/* A row of n floats padded to 128 bytes, then 16 bytes more (the bench's
+ * "+16"). */
+static long long straddling(long long n)
+{
+  return (n * 4 + 127) / 128 * 128 + 16;
+}
+
+/* Tiles of tile x other for an M x N call whose kernel A has M rows. */
+static long long tiles_of(long long M, long long N, int bm, int bn)
+{
+  return ((M + bm - 1) / bm) * ((N + bn - 1) / bn);
+}
+
+/* Only a stride 16 bytes past a multiple of 32 is repacked: not one of 32,
+ * 48 or 64 past 128 (measured to cost 0 to 3%), whatever else pays. */
+Test(sector, only_a_stride_sixteen_bytes_into_a_sector_is_repacked)
+{
+  for (long long s = 0; s <= 4096; s += 4)
+    for (long long base = 0; base <= (1LL << 36); base += (1LL << 36)) {
+      const long long stride = base + s;
+      const int r = kt_gemm_sector_repack(stride, 64, 256, 128, 8 * SMS, SMS, 1, 1.0);
+      cr_assert_eq(r, stride % 32 == 16, "stride %lld bytes: %d", stride, r);
+    }
+}
+
+/* The operand of the smaller tile side carries a third of each k slice
+ * (0 to 4% measured): never repacked, however much it would pay.  Of
+ * square tiles, either operand is. */
+Test(sector, the_operand_of_the_smaller_tile_side_is_read_in_place)
+{
+  const int sides[][2] = {{128, 256}, {64, 128}, {64, 256}};
+  for (size_t i = 0; i < sizeof sides / sizeof sides[0]; ++i) {
+    const int small = sides[i][0], large = sides[i][1];
+    cr_assert_not(kt_gemm_sector_repack(16, 1, small, large, 1000 * SMS, SMS, 2, 1.0));
+    cr_assert(kt_gemm_sector_repack(16, 1, large, small, 1000 * SMS, SMS, 2, 1.0));
+    cr_assert(kt_gemm_sector_repack(16, 1, small, small, 1000 * SMS, SMS, 2, 1.0));
+  }
+}
+
+/* More rows to repack never make the repack pay where fewer did not; more
+ * of the multiply (blocks, K share) never make it pay less. */
+Test(sector, the_repack_pays_less_as_rows_grow_and_more_as_the_multiply_does)
+{
+  const int tiles[][3] = {{256, 128, 1}, {128, 128, 1}, {128, 128, 2}, {64, 64, 2}};
+  const long long blocks[] = {1, 60, 131, 132, 133, 264, 300, 1000, 5000};
+  const double kshare[] = {0.125, 0.5, 1.0};
+  for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; ++t)
+    for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; ++b)
+      for (size_t k = 0; k < sizeof kshare / sizeof kshare[0]; ++k) {
+        const int side = tiles[t][0], other = tiles[t][1], occ = tiles[t][2];
+        int was = 1;
+        for (long long rows = 1; rows <= 1 << 20; rows += 1 + rows / 8) {
+          const int r = kt_gemm_sector_repack(48, rows, side, other, blocks[b], SMS, occ, kshare[k]);
+          cr_assert(r <= was, "%dx%d, %lld blocks: %lld rows repacked after fewer were not", side, other, blocks[b],
+                    rows);
+          was = r;
+          if (r) {
+            cr_assert(kt_gemm_sector_repack(48, rows, side, other, 2 * blocks[b], SMS, occ, kshare[k]));
+            if (kshare[k] < 1)
+              cr_assert(kt_gemm_sector_repack(48, rows, side, other, blocks[b], SMS, occ, 1.0));
+          }
+        }
+      }
+}
+
+/* The larger side of unequal tiles pays in full waves only: a call of
+ * less than one wave of them never repacks it; square tiles pay in every
+ * wave, the last one too. */
+Test(sector, unequal_tiles_pay_only_in_full_waves)
+{
+  for (long long blocks = 1; blocks < SMS; ++blocks) {
+    cr_assert_not(kt_gemm_sector_repack(16, 1, 256, 128, blocks, SMS, 1, 1.0), "%lld blocks", blocks);
+    cr_assert(kt_gemm_sector_repack(16, 1, 128, 128, blocks, SMS, 1, 1.0), "%lld blocks", blocks);
+  }
+  cr_assert(kt_gemm_sector_repack(16, 1, 256, 128, SMS, SMS, 1, 1.0));
+}
+
+/* The calls sessions 62 and 63 measured on an H100 (row strides 16 bytes
+ * into a sector, in place and repacked; one block per SM) go the way that
+ * was faster, where the two differed by more than the noise:
+ *   - 128x256 TF32, op N, N's K-major A (the swapped kernel's 256-row
+ *     operand): at 4096^3 (3.9 waves) it cost 22% in place and about 7%
+ *     repacked; at 3512x2404x1552 (2.02 waves) and 2556x1672x1632 (1.06)
+ *     4 and 5% in place, 12 and 15% repacked;
+ *   - 128x128 TF32: at 2016x2092x7460 (2.06 waves) A cost 31% in place,
+ *     14% repacked; at 3512x2404x1552 (4.03 waves) B cost 21% in place, 7%
+ *     repacked; at 2120x2372x1368 (2.7 waves) B cost 20% in place, 21%
+ *     repacked. */
+Test(sector, the_measured_calls_go_the_way_that_was_faster)
+{
+  /* the swapped TF32 kernel's tiles cover N x M: its B is op(A) */
+  cr_assert(kt_gemm_sector_repack(straddling(4096), 4096, 256, 128, tiles_of(4096, 4096, 128, 256), SMS, 1, 1.0));
+  cr_assert_not(kt_gemm_sector_repack(straddling(1552), 3512, 256, 128, tiles_of(2404, 3512, 128, 256), SMS, 1, 1.0));
+  cr_assert_not(kt_gemm_sector_repack(straddling(1632), 2556, 256, 128, tiles_of(1672, 2556, 128, 256), SMS, 1, 1.0));
+  cr_assert(kt_gemm_sector_repack(straddling(7460), 2016, 128, 128, tiles_of(2092, 2016, 128, 128), SMS, 1, 1.0));
+  cr_assert(kt_gemm_sector_repack(straddling(2404), 2404, 128, 128, tiles_of(2404, 3512, 128, 128), SMS, 1, 1.0));
+  cr_assert_not(kt_gemm_sector_repack(straddling(2372), 2372, 128, 128, tiles_of(2372, 2120, 128, 128), SMS, 1, 1.0));
+}
+
+/* Nonsense in, no repack out (and no division by zero). */
+Test(sector, degenerate_arguments_repack_nothing)
+{
+  cr_assert_not(kt_gemm_sector_repack(16, 0, 128, 128, 1000, SMS, 1, 1.0));
+  cr_assert_not(kt_gemm_sector_repack(16, 100, 128, 128, 0, SMS, 1, 1.0));
+  cr_assert_not(kt_gemm_sector_repack(16, 100, 128, 128, 1000, 0, 1, 1.0));
+  cr_assert_not(kt_gemm_sector_repack(16, 100, 128, 128, 1000, SMS, 0, 1.0));
+  cr_assert_not(kt_gemm_sector_repack(16, 100, 128, 128, 1000, SMS, 1, 0.0));
+  cr_assert_not(kt_gemm_sector_repack(16, 100, 128, 128, 1000, SMS, 1, NAN));
+  cr_assert_not(kt_gemm_sector_repack(-16, 100, 128, 128, 1000, SMS, 1, 1.0));
+}
