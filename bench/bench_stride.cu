@@ -5,6 +5,7 @@
  *   make build/bench_stride
  *   build/bench_stride SEED NSHAPES [VARIANT-SUBSTRING]
  *   build/bench_stride SEED -1          # the repack (gemm_pack) alone
+ *   build/bench_stride SEED 0 VARIANT-SUBSTRING MxNxK[,MxNxK...]  # these shapes only
  *
  * op N, N per wgmma variant, at 4096^3 and NSHAPES shapes drawn from SEED,
  * with lda and ldb padded to 128 bytes and then offset by 16, 32 or 64
@@ -46,6 +47,22 @@ int main(int argc, char **argv)
     const int m = (int)log_uniform(&r, 1500, 9000) / 4 * 4, n = (int)log_uniform(&r, 1500, 9000) / 4 * 4,
               k = (int)log_uniform(&r, 512, 8192) / 4 * 4;
     shapes.push_back({m, n, k});
+  }
+  if (argc > 4) { // shapes named on the command line, in place of those
+    shapes.clear();
+    for (const char *q = argv[4]; *q;) {
+      shp x = {0, 0, 0};
+      int used = 0;
+      if (sscanf(q, "%dx%dx%d%n", &x.m, &x.n, &x.k, &used) != 3 || x.m < 1 || x.n < 1 || x.k < 1 || x.m > 9000 ||
+          x.n > 9000 || x.k > 9000) {
+        fprintf(stderr, "bench_stride: a shape is MxNxK, each 1 to 9000: %s\n", q);
+        return 2;
+      }
+      shapes.push_back(x);
+      q += used;
+      if (*q == ',')
+        ++q;
+    }
   }
   const size_t maxe = (size_t)9200 * 9300 + 4096;
   void *A, *B;
