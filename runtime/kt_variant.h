@@ -226,13 +226,18 @@ static inline int kt_gemm_tf32_swaps(int op_a, int op_b, long long M, long long 
  *     12% where it runs about one and a tail (the tail's few blocks leave
  *     L2 to spare);
  *   - the operand of the smaller side: 0 to 4%.
+ * A repack also costs about 2 us whatever its size (its launch, and the
+ * multiply's wait for it): in calls of less than one wave, of 10 to 25 us
+ * (BF16 around 1000^3), repacking either side of any tiles lost 0 to 26%
+ * where reading in place lost 0 to 23%.
  *
  * Should the launcher repack such an operand, read in place, into rows of
  * a multiple of 128 bytes?  Where the repack costs less than the sectors'
  * estimated share of the multiply: KT_GEMM_SECTOR_COST for square tiles,
  * that times the share of the waves that are full for the larger side of
- * other tiles, nothing for the smaller side.  Both times are estimated per
- * element of K, so K cancels:
+ * other tiles, nothing for the smaller side, and nothing in a call of less
+ * than one full wave (where the fixed cost, which the estimates below leave
+ * out, decides).  Both times are estimated per element of K, so K cancels:
  *   - the repack reads and writes `rows` rows (times their batch entries):
  *     2 x ES bytes per element at the repack's rate (2.6 to 2.9 TB/s on an
  *     H100);
@@ -254,6 +259,8 @@ static inline int kt_gemm_sector_repack(long long stride_bytes, long long rows, 
   if (stride_bytes % 32 != 16 || tile < other || rows < 1 || blocks < 1 || sm_count < 1 || occ < 1 || !(kshare > 0))
     return 0;
   const long long slots = (long long)sm_count * occ, waves = (blocks + slots - 1) / slots, full = blocks / slots;
+  if (full < 1)
+    return 0;
   const double share = tile == other ? KT_GEMM_SECTOR_COST : KT_GEMM_SECTOR_COST * (double)full / (double)waves;
   return KT_GEMM_REPACK_PER_MAC * (double)rows < share * (double)waves * kshare * occ * (double)tile * other;
 }

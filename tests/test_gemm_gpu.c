@@ -67,10 +67,8 @@ Test(gemm_gpu, every_variant_is_correct_for_every_type_op_pair_and_batch_on_odd_
  * more tiles than a persistent grid has blocks (150 of 128 x 256 on 132
  * SMs), so its blocks loop over tiles and across batch entries.  40 x
  * 1304 x 100 puts rows 16 bytes into a 32-byte sector (TF32's lda of 400
- * bytes, the 16-bit ldb of 2608): the launchers of square tiles repack
- * such an operand where that pays (kt_gemm_sector_repack), into rows of
- * 128 bytes past K; a call this small is less than a wave of 128x256
- * tiles, which read it in place.  The last
+ * bytes, the 16-bit ldb of 2608), read in place in a call of less than a
+ * wave (kt_gemm_sector_repack; the next test repacks them).  The last
  * two have few tiles and a long K, which the variants that split K split
  * 8 to 15 ways (and the batch's tiles reduce apart) and 21 to 42 ways.
  * The mma.sync variants take their 16-byte copies here (the odd shapes
@@ -106,6 +104,38 @@ Test(gemm_gpu, every_variant_is_correct_in_place_for_every_op_pair)
   }
   if (checked == 0)
     cr_skip_test("no tensor-core variant runs on this GPU");
+}
+
+/* Rows 16 bytes into a 32-byte sector, in calls of more than a wave of
+ * tiles (132 to 264 blocks on 132 SMs), where the Hopper launchers repack
+ * the operand of the larger tile side (kt_gemm_sector_repack): TF32 40 x
+ * 16896 x 100 (lda of 400 bytes: op(A) is the swapped kernel's B, 40
+ * rows), 16-bit 16896 x 40 x 104 (ldb of 80 bytes: op(B) is the kernel's
+ * B; its lda of 208 bytes is the kernel's A, 16896 rows, whose repack
+ * would not pay: read in place).  The repacked rows are K rounded up to
+ * 128 bytes. */
+Test(gemm_gpu, operands_sixteen_bytes_into_a_sector_are_repacked_and_correct)
+{
+  kt_rng r = {fresh_seed()};
+  int checked = 0;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_GEMM || strcmp(v->algo, "wgmma") != 0 || !kt_variant_runs_on(v, &gpu))
+      continue;
+    for (int type = KT_TF32; type <= KT_F16; ++type) {
+      if (!variant_serves_type(v, type))
+        continue;
+      const int tf32 = type == KT_TF32;
+      const kt_tune_gemm_case cs =
+          kt_tune_gemm_case_of(type, 0, 0, tf32 ? 40 : 16896, tf32 ? 16896 : 40, tf32 ? 100 : 104, 1, 0, 1.0f, 0.5f, 0);
+      kt_check c;
+      kt_tune_gemm_check(v, &gpu, &cs, kt_rng_next(&r), &c);
+      cr_expect(c.ok, "%s (%s, %dx%dx%d): %s", v->name, kt_gemm_type_name(type), cs.M, cs.N, cs.K, c.reason);
+      ++checked;
+    }
+  }
+  if (checked == 0)
+    cr_skip_test("no Hopper tensor-core variant runs on this GPU");
 }
 
 /* A small FP32 batch (one launch of a CUDA-core tile) with B shared by its entries. */

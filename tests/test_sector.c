@@ -80,16 +80,25 @@ Test(sector, the_repack_pays_less_as_rows_grow_and_more_as_the_multiply_does)
       }
 }
 
-/* The larger side of unequal tiles pays in full waves only: a call of
- * less than one wave of them never repacks it; square tiles pay in every
- * wave, the last one too. */
-Test(sector, unequal_tiles_pay_only_in_full_waves)
+/* A call of less than one full wave never repacks (a repack's fixed cost
+ * outweighs the sectors' there, measured); past one, the larger side of
+ * unequal tiles pays in its full waves' share, square tiles in every wave:
+ * so a repack that pays for square tiles at 1.5 waves' worth of blocks
+ * need not pay for the larger side of unequal ones. */
+Test(sector, nothing_is_repacked_short_of_a_full_wave)
 {
   for (long long blocks = 1; blocks < SMS; ++blocks) {
     cr_assert_not(kt_gemm_sector_repack(16, 1, 256, 128, blocks, SMS, 1, 1.0), "%lld blocks", blocks);
-    cr_assert(kt_gemm_sector_repack(16, 1, 128, 128, blocks, SMS, 1, 1.0), "%lld blocks", blocks);
+    cr_assert_not(kt_gemm_sector_repack(16, 1, 128, 128, blocks, SMS, 1, 1.0), "%lld blocks", blocks);
+    cr_assert_not(kt_gemm_sector_repack(16, 1, 64, 64, blocks, SMS, 2, 1.0), "%lld blocks", blocks * 2);
   }
   cr_assert(kt_gemm_sector_repack(16, 1, 256, 128, SMS, SMS, 1, 1.0));
+  cr_assert(kt_gemm_sector_repack(16, 1, 128, 128, SMS, SMS, 1, 1.0));
+  /* 1.5 waves: square tiles count both, unequal ones the full one only */
+  const long long blocks = SMS * 3 / 2,
+                  rows = (long long)(KT_GEMM_SECTOR_COST * 2 * 128 * 128 / KT_GEMM_REPACK_PER_MAC) - 1;
+  cr_assert(kt_gemm_sector_repack(16, rows, 128, 128, blocks, SMS, 1, 1.0));
+  cr_assert_not(kt_gemm_sector_repack(16, rows, 128, 128 - 1, blocks, SMS, 1, 1.0));
 }
 
 /* The calls sessions 62 and 63 measured on an H100 (row strides 16 bytes
@@ -105,6 +114,9 @@ Test(sector, unequal_tiles_pay_only_in_full_waves)
  *     repacked. */
 Test(sector, the_measured_calls_go_the_way_that_was_faster)
 {
+  /* BF16 128x128, 600x1000x1000 (40 blocks), A 16 bytes into a sector:
+   * 1.23 of the padded strides repacked, 0.98 to 1.0 in place (session 63) */
+  cr_assert_not(kt_gemm_sector_repack(2048 + 16, 600, 128, 128, tiles_of(600, 1000, 128, 128), SMS, 1, 1.0));
   /* the swapped TF32 kernel's tiles cover N x M: its B is op(A) */
   cr_assert(kt_gemm_sector_repack(straddling(4096), 4096, 256, 128, tiles_of(4096, 4096, 128, 256), SMS, 1, 1.0));
   cr_assert_not(kt_gemm_sector_repack(straddling(1552), 3512, 256, 128, tiles_of(2404, 3512, 128, 256), SMS, 1, 1.0));
