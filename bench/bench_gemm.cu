@@ -59,6 +59,7 @@ struct gcase {
   kt_dtype type;
   int op_a, op_b;
   int m, n, k, batch;
+  long long lda, ldb; /* 0: the natural leading dimension (op(A) N: K, T: M; op(B) N: N, T: K) */
 };
 
 static const char *type_name(kt_dtype t)
@@ -76,22 +77,26 @@ __global__ void count_not(const float *x, size_t n, float want, unsigned long lo
     atomicAdd(count, c);
 }
 
-/* The precision probe's inputs, for op(A) M x K and op(B) K x N as stored:
+/* The precision probe's inputs, for op(A) M x K and op(B) K x N as stored
+ * (rows of lda and ldb elements, the padding zero):
  * op(A)(i, 0) = a0, op(A)(i, 1) = a1, op(B)(0, j) = op(B)(1, j) = 1, zeros
  * elsewhere, so every element of op(A) op(B) is a0 + a1. */
-__global__ void probe_inputs(void *A, void *B, int type, int op_a, int op_b, int M, int N, int K, float a0, float a1)
+__global__ void probe_inputs(void *A, void *B, int type, int op_a, int op_b, int M, int N, int K, long long lda,
+                             long long ldb, float a0, float a1)
 {
-  const size_t na = (size_t)M * K, nb = (size_t)K * N;
+  /* A is stored M x K (op N) or K x M (op T), B K x N (op N) or N x K (op T). */
+  const size_t na = (size_t)(op_a ? K : M) * lda, nb = (size_t)(op_b ? N : K) * ldb;
+  const long long cols_a = op_a ? M : K, cols_b = op_b ? K : N;
   for (size_t e = blockIdx.x * (size_t)blockDim.x + threadIdx.x; e < na + nb; e += (size_t)gridDim.x * blockDim.x) {
     float v;
     void *p = e < na ? A : B;
     const size_t i = e < na ? e : e - na;
-    if (e < na) { /* stored M x K (op N) or K x M (op T) */
-      const int k = op_a ? (int)(i / M) : (int)(i % K);
-      v = k == 0 ? a0 : k == 1 ? a1 : 0.0f;
-    } else { /* stored K x N (op N) or N x K (op T) */
-      const int k = op_b ? (int)(i % K) : (int)(i / N);
-      v = k < 2 ? 1.0f : 0.0f;
+    if (e < na) {
+      const long long r = (long long)(i / lda), c = (long long)(i % lda), k = op_a ? r : c;
+      v = c >= cols_a ? 0.0f : k == 0 ? a0 : k == 1 ? a1 : 0.0f;
+    } else {
+      const long long r = (long long)(i / ldb), c = (long long)(i % ldb), k = op_b ? c : r;
+      v = c < cols_b && k < 2 ? 1.0f : 0.0f;
     }
     if (type == KT_BF16)
       ((__nv_bfloat16 *)p)[i] = __float2bfloat16(v);
@@ -303,6 +308,137 @@ static int f32_batches(const bench_options &o, const bench_device &d, kt_context
   return failed;
 }
 
+/* ---- one case ---------------------------------------------------------- */
+
+/* What measure_case needs of main's setup. */
+struct gbench {
+  const bench_device &d;
+  kt_context *ctx;
+  cublasHandle_t h;
+  const bench_flush &flush;
+  const bench_reps &reps;
+  kt_rng &rng;     /* the inputs' seeds */
+  double *scratch; /* two doubles on the device */
+};
+
+/* One case measured. */
+struct gmeasure {
+  double kt_ms, cb_ms;   /* NAN where a side failed */
+  double f_kt, f_cb;     /* TFLOP/s */
+  double err, bound;     /* ktune's relative Frobenius error against cuBLAS, and its bound */
+  bool ok;               /* both ran and err <= bound */
+  bool precise;          /* cuBLAS computed in the case's precision (the probe) */
+  kt_choice choice;
+};
+
+static const char *ops_name(const gcase &c)
+{
+  static const char *const names[4] = {"nn", "nt", "tn", "tt"};
+  return names[c.op_a * 2 + c.op_b];
+}
+
+/* Times ktune (kt_matmul_ex as dispatched) and cuBLAS on the same random
+ * inputs, checks ktune's C against cuBLAS's, and probes cuBLAS's precision
+ * on the very call. */
+static gmeasure measure_case(const gcase &c, const gbench &g)
+{
+  const bench_device &d = g.d;
+  const int M = c.m, N = c.n, K = c.k, nb = c.batch;
+  const long long lda = c.lda ? c.lda : c.op_a ? M : K, ldb = c.ldb ? c.ldb : c.op_b ? K : N;
+  const size_t es = (size_t)kt_gemm_elem_bytes(c.type), na = (size_t)(c.op_a ? K : M) * lda,
+               nbb = (size_t)(c.op_b ? N : K) * ldb, nc = (size_t)M * N;
+  void *A, *B;
+  float *C_kt, *C_ref;
+  BENCH_CUDA(cudaMalloc(&A, na * nb * es));
+  BENCH_CUDA(cudaMalloc(&B, nbb * nb * es));
+  BENCH_CUDA(cudaMalloc(&C_kt, nc * nb * 4));
+  BENCH_CUDA(cudaMalloc(&C_ref, nc * nb * 4));
+
+  /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B
+   * first, with its own op, then A; M and N swap; leading dimensions stay. */
+  const cudaDataType_t dt = c.type == KT_BF16 ? CUDA_R_16BF : c.type == KT_F16 ? CUDA_R_16F : CUDA_R_32F;
+  const cublasComputeType_t ct = c.type == KT_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasOperation_t ta = c.op_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.op_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const float one = 1.0f, zero = 0.0f;
+  auto run_cublas = [&]() -> int {
+    cublasStatus_t st =
+        nb == 1 ? cublasGemmEx(g.h, ta, tb, N, M, K, &one, B, dt, (int)ldb, A, dt, (int)lda, &zero, C_ref, CUDA_R_32F,
+                               N, ct, CUBLAS_GEMM_DEFAULT)
+                : cublasGemmStridedBatchedEx(g.h, ta, tb, N, M, K, &one, B, dt, (int)ldb, (long long)nbb, A, dt,
+                                             (int)lda, (long long)na, &zero, C_ref, CUDA_R_32F, N, (long long)nc, nb,
+                                             ct, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? 0 : bench_fail("cublasGemm(Strided)Ex: %s", cublasGetStatusString(st));
+  };
+
+  /* cuBLAS's precision on this very call (batch entry 0 suffices: the
+   * same kernel runs every entry). */
+  auto probe = [&](float a0, float a1, float want) -> long long {
+    probe_inputs<<<d.info.sm_count * 8, 256>>>(A, B, c.type, c.op_a, c.op_b, M, N, K, lda, ldb, a0, a1);
+    BENCH_CUDA(cudaGetLastError());
+    BENCH_CUDA(cudaMemset(g.scratch, 0, sizeof(unsigned long long)));
+    if (run_cublas() != 0)
+      return -1;
+    count_not<<<d.info.sm_count * 8, 256>>>(C_ref, nc, want, (unsigned long long *)g.scratch);
+    BENCH_CUDA(cudaGetLastError());
+    unsigned long long off = 0;
+    BENCH_CUDA(cudaMemcpy(&off, g.scratch, sizeof off, cudaMemcpyDeviceToHost));
+    return (long long)off;
+  };
+  gmeasure m = {};
+  const long long acc_off = probe(1.0f, 0x1p-12f, 1.0f + 0x1p-12f);
+  const long long in_off = c.type == KT_TF32  ? probe(1.0f + 0x1p-12f, 0.0f, 1.0f)
+                           : c.type == KT_F32 ? probe(1.0f + 0x1p-12f, 0.0f, 1.0f + 0x1p-12f)
+                                              : 0;
+  m.precise = acc_off == 0 && in_off == 0;
+  if (!m.precise)
+    printf("  cuBLAS precision probe: %lld elements not FP32 sums, %lld not %s inputs\n", acc_off, in_off,
+           c.type == KT_F32 ? "FP32" : "TF32-rounded");
+
+  fill_typed<<<d.info.sm_count * 8, 256>>>(A, na * nb, c.type, kt_rng_next(&g.rng));
+  fill_typed<<<d.info.sm_count * 8, 256>>>(B, nbb * nb, c.type, kt_rng_next(&g.rng));
+  BENCH_CUDA(cudaGetLastError());
+  BENCH_CUDA(cudaMemset(C_kt, 0xff, nc * nb * 4)); /* NaN: an element never written fails the check */
+  BENCH_CUDA(cudaDeviceSynchronize());
+
+  kt_matmul_desc desc = {};
+  desc.type = c.type, desc.op_a = (kt_op)c.op_a, desc.op_b = (kt_op)c.op_b;
+  desc.M = M, desc.N = N, desc.K = K, desc.batch = nb, desc.alpha = 1.0f, desc.beta = 0.0f;
+  desc.A = A, desc.lda = lda, desc.stride_a = (int64_t)na;
+  desc.B = B, desc.ldb = ldb, desc.stride_b = (int64_t)nbb;
+  desc.C = C_kt, desc.ldc = N, desc.stride_c = (int64_t)nc;
+  const int rc = kt_matmul_ex_choice(g.ctx, &desc, &m.choice);
+  if (rc != KT_OK)
+    snprintf(m.choice.variant, sizeof m.choice.variant, "(%s)", kt_strerror(rc));
+  auto run_ktune = [&]() -> int {
+    int r = kt_matmul_ex(g.ctx, &desc, 0);
+    return r == KT_OK ? 0 : bench_fail("kt_matmul_ex: %s", kt_strerror(r));
+  };
+
+  const bench_time_result t_kt = bench_time(run_ktune, g.flush, g.reps);
+  const bench_time_result t_cb = bench_time(run_cublas, g.flush, g.reps);
+  BENCH_CUDA(cudaDeviceSynchronize());
+
+  /* Both sum exact (16-bit) or TF32-rounded products in FP32; ktune may
+   * truncate TF32 inputs where cuBLAS rounds them (2^-11 relative each). */
+  m.bound = c.type == KT_TF32 ? 0x1p-8 : 64.0 * 0x1p-23 * sqrt((double)K);
+  m.err = t_kt.ok && t_cb.ok ? rel_error(C_kt, C_ref, M * nb, N, N, g.scratch, d) : NAN;
+  m.ok = t_kt.ok && t_cb.ok && m.err <= m.bound;
+  m.kt_ms = t_kt.ok ? t_kt.ms : NAN;
+  m.cb_ms = t_cb.ok ? t_cb.ms : NAN;
+  const double flop = 2.0 * M * N * (double)K * nb;
+  m.f_kt = flop / (m.kt_ms * 1e9);
+  m.f_cb = flop / (m.cb_ms * 1e9);
+  if (!t_kt.ok)
+    printf("  ktune failed: %s\n", t_kt.err.c_str());
+  if (!t_cb.ok)
+    printf("  cuBLAS failed: %s\n", t_cb.err.c_str());
+  cudaFree(A);
+  cudaFree(B);
+  cudaFree(C_kt);
+  cudaFree(C_ref);
+  return m;
+}
+
 /* ---- the summary ------------------------------------------------------- */
 
 /* Per input type: the geometric mean of ktune / cuBLAS over the NN suite
@@ -404,114 +540,27 @@ int main(int argc, char **argv)
   BENCH_CUDA(cudaMalloc(&scratch, 2 * sizeof(double)));
   int failed = 0, imprecise = 0;
   std::vector<gresult> results;
+  const gbench g = {d, ctx, h, flush, reps, rng, scratch};
 
   for (const gcase &c : cases) {
-    const int M = c.m, N = c.n, K = c.k, nb = c.batch;
-    const size_t es = (size_t)kt_gemm_elem_bytes(c.type), na = (size_t)M * K, nbb = (size_t)K * N, nc = (size_t)M * N;
-    void *A, *B;
-    float *C_kt, *C_ref;
-    BENCH_CUDA(cudaMalloc(&A, na * nb * es));
-    BENCH_CUDA(cudaMalloc(&B, nbb * nb * es));
-    BENCH_CUDA(cudaMalloc(&C_kt, nc * nb * 4));
-    BENCH_CUDA(cudaMalloc(&C_ref, nc * nb * 4));
-    const long long lda = c.op_a ? M : K, ldb = c.op_b ? K : N;
-
-    /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: B
-     * first, with its own op, then A; M and N swap; leading dimensions stay. */
-    const cudaDataType_t dt = c.type == KT_BF16 ? CUDA_R_16BF : c.type == KT_F16 ? CUDA_R_16F : CUDA_R_32F;
-    const cublasComputeType_t ct = c.type == KT_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    const cublasOperation_t ta = c.op_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = c.op_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const float one = 1.0f, zero = 0.0f;
-    auto run_cublas = [&]() -> int {
-      cublasStatus_t st =
-          nb == 1 ? cublasGemmEx(h, ta, tb, N, M, K, &one, B, dt, (int)ldb, A, dt, (int)lda, &zero, C_ref, CUDA_R_32F,
-                                 N, ct, CUBLAS_GEMM_DEFAULT)
-                  : cublasGemmStridedBatchedEx(h, ta, tb, N, M, K, &one, B, dt, (int)ldb, (long long)nbb, A, dt,
-                                               (int)lda, (long long)na, &zero, C_ref, CUDA_R_32F, N, (long long)nc,
-                                               nb, ct, CUBLAS_GEMM_DEFAULT);
-      return st == CUBLAS_STATUS_SUCCESS ? 0 : bench_fail("cublasGemm(Strided)Ex: %s", cublasGetStatusString(st));
-    };
-
-    /* cuBLAS's precision on this very call (batch entry 0 suffices: the
-     * same kernel runs every entry). */
-    auto probe = [&](float a0, float a1, float want) -> long long {
-      probe_inputs<<<d.info.sm_count * 8, 256>>>(A, B, c.type, c.op_a, c.op_b, M, N, K, a0, a1);
-      BENCH_CUDA(cudaGetLastError());
-      BENCH_CUDA(cudaMemset(scratch, 0, sizeof(unsigned long long)));
-      if (run_cublas() != 0)
-        return -1;
-      count_not<<<d.info.sm_count * 8, 256>>>(C_ref, nc, want, (unsigned long long *)scratch);
-      BENCH_CUDA(cudaGetLastError());
-      unsigned long long off = 0;
-      BENCH_CUDA(cudaMemcpy(&off, scratch, sizeof off, cudaMemcpyDeviceToHost));
-      return (long long)off;
-    };
-    const long long acc_off = probe(1.0f, 0x1p-12f, 1.0f + 0x1p-12f);
-    const long long in_off = c.type == KT_TF32  ? probe(1.0f + 0x1p-12f, 0.0f, 1.0f)
-                             : c.type == KT_F32 ? probe(1.0f + 0x1p-12f, 0.0f, 1.0f + 0x1p-12f)
-                                                : 0;
-    const bool precise = acc_off == 0 && in_off == 0;
-    if (!precise) {
-      ++imprecise;
-      printf("  cuBLAS precision probe: %lld elements not FP32 sums, %lld not %s inputs\n", acc_off, in_off,
-             c.type == KT_F32 ? "FP32" : "TF32-rounded");
-    }
-
-    fill_typed<<<d.info.sm_count * 8, 256>>>(A, na * nb, c.type, kt_rng_next(&rng));
-    fill_typed<<<d.info.sm_count * 8, 256>>>(B, nbb * nb, c.type, kt_rng_next(&rng));
-    BENCH_CUDA(cudaGetLastError());
-    BENCH_CUDA(cudaMemset(C_kt, 0xff, nc * nb * 4)); /* NaN: an element never written fails the check */
-    BENCH_CUDA(cudaDeviceSynchronize());
-
-    kt_matmul_desc desc = {};
-    desc.type = c.type, desc.op_a = (kt_op)c.op_a, desc.op_b = (kt_op)c.op_b;
-    desc.M = M, desc.N = N, desc.K = K, desc.batch = nb, desc.alpha = 1.0f, desc.beta = 0.0f;
-    desc.A = A, desc.lda = lda, desc.stride_a = (int64_t)na;
-    desc.B = B, desc.ldb = ldb, desc.stride_b = (int64_t)nbb;
-    desc.C = C_kt, desc.ldc = N, desc.stride_c = (int64_t)nc;
-    kt_choice choice = {};
-    int rc = kt_matmul_ex_choice(ctx, &desc, &choice);
-    if (rc != KT_OK)
-      snprintf(choice.variant, sizeof choice.variant, "(%s)", kt_strerror(rc));
-    auto run_ktune = [&]() -> int {
-      int r = kt_matmul_ex(ctx, &desc, 0);
-      return r == KT_OK ? 0 : bench_fail("kt_matmul_ex: %s", kt_strerror(r));
-    };
-
-    const bench_time_result t_kt = bench_time(run_ktune, flush, reps);
-    const bench_time_result t_cb = bench_time(run_cublas, flush, reps);
-    BENCH_CUDA(cudaDeviceSynchronize());
-
-    /* Both sum exact (16-bit) or TF32-rounded products in FP32; ktune may
-     * truncate TF32 inputs where cuBLAS rounds them (2^-11 relative each). */
-    const double bound = c.type == KT_TF32 ? 0x1p-8 : 64.0 * 0x1p-23 * sqrt((double)K);
-    const double err = t_kt.ok && t_cb.ok ? rel_error(C_kt, C_ref, M * nb, N, N, scratch, d) : NAN;
-    const bool ok = t_kt.ok && t_cb.ok && err <= bound;
-    if (!ok)
-      ++failed;
-    const double flop = 2.0 * M * N * (double)K * nb;
-    const double f_kt = t_kt.ok ? flop / (t_kt.ms * 1e9) : NAN, f_cb = t_cb.ok ? flop / (t_cb.ms * 1e9) : NAN;
-    char ops[3] = {"nt"[c.op_a], "nt"[c.op_b], 0}, shape[48];
-    if (nb > 1)
-      snprintf(shape, sizeof shape, "%dx%dx%d x%d", M, N, K, nb);
+    const gmeasure m = measure_case(c, g);
+    failed += !m.ok;
+    imprecise += !m.precise;
+    const char *ops = ops_name(c);
+    char shape[48];
+    if (c.batch > 1)
+      snprintf(shape, sizeof shape, "%dx%dx%d x%d", c.m, c.n, c.k, c.batch);
     else
-      snprintf(shape, sizeof shape, "%dx%dx%d", M, N, K);
-    printf("%-5s %-3s %-22s %9.1f %9.1f %7.3f  %-9.2e %-9.2e %-6s %s%s\n", type_name(c.type), ops, shape, f_kt, f_cb,
-           f_kt / f_cb, err, bound, ok ? "ok" : "FAILED", choice.variant, choice.tuned ? " (tuned)" : " (default)");
-    if (!t_kt.ok)
-      printf("  ktune failed: %s\n", t_kt.err.c_str());
-    if (!t_cb.ok)
-      printf("  cuBLAS failed: %s\n", t_cb.err.c_str());
+      snprintf(shape, sizeof shape, "%dx%dx%d", c.m, c.n, c.k);
+    printf("%-5s %-3s %-22s %9.1f %9.1f %7.3f  %-9.2e %-9.2e %-6s %s%s\n", type_name(c.type), ops, shape, m.f_kt,
+           m.f_cb, m.f_kt / m.f_cb, m.err, m.bound, m.ok ? "ok" : "FAILED", m.choice.variant,
+           m.choice.tuned ? " (tuned)" : " (default)");
     /* Only a checked case, against cuBLAS in the same precision, enters the
      * summary's ratios. */
-    results.push_back({c, ok && precise && t_kt.ok ? t_kt.ms : NAN, ok && precise && t_cb.ok ? t_cb.ms : NAN});
-    csv.row("%s,%s,%d,%d,%d,%d,%.2f,%.2f,%.4f,%.5f,%.5f,%s,%d,%.3e,%.3e,%s,%s", type_name(c.type), ops, M, N, K, nb,
-            f_kt, f_cb, f_kt / f_cb, t_kt.ms, t_cb.ms, choice.variant, choice.tuned, err, bound,
-            precise ? "same" : "DIFFERENT", ok ? "ok" : "failed");
-    cudaFree(A);
-    cudaFree(B);
-    cudaFree(C_kt);
-    cudaFree(C_ref);
+    results.push_back({c, m.ok && m.precise ? m.kt_ms : NAN, m.ok && m.precise ? m.cb_ms : NAN});
+    csv.row("%s,%s,%d,%d,%d,%d,%.2f,%.2f,%.4f,%.5f,%.5f,%s,%d,%.3e,%.3e,%s,%s", type_name(c.type), ops, c.m, c.n, c.k,
+            c.batch, m.f_kt, m.f_cb, m.f_kt / m.f_cb, m.kt_ms, m.cb_ms, m.choice.variant, m.choice.tuned, m.err,
+            m.bound, m.precise ? "same" : "DIFFERENT", m.ok ? "ok" : "failed");
   }
 
   /* The TF32 repack against a copy of its bytes: 8192 x 8192 FP32. */
