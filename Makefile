@@ -428,7 +428,7 @@ bench: all $(TOOL_OBJS) $(BENCH_BINS)
 	./build/bench_matmul_random $(DB_ARG) --out bench/results $(SEED_ARG) || rc=1; \
 	./build/bench_matmul_random $(DB_ARG) --out bench/results --vectors $(SEED_ARG) || rc=1; \
 	./build/bench_hist $(DB_ARG) --out bench/results || rc=1; \
-	./build/bench_gemm $(DB_ARG) --out bench/results || rc=1; \
+	./build/bench_gemm $(DB_ARG) --out bench/results $(SEED_ARG) || rc=1; \
 	if [ $$rc -ne 0 ]; then echo "make bench: a bench failed (its output says which)" >&2; fi; exit $$rc
 build/bench_gemm: templates/gemm_common.cuh
 

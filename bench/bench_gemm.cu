@@ -28,6 +28,15 @@
  * operand, as kt_matmul_ex does for TF32 op N of B) against a copy of the
  * same bytes.
  *
+ * Then a suite of tensor-core calls drawn from --seed (tc_random_suite:
+ * 16 per input type, any op pair, sizes from 32 to 16384, leading
+ * dimensions natural, padded or odd, some strided batches): kt_matmul_ex as
+ * dispatched against cuBLAS, checked the same way, into
+ * OUT/gemm_random.csv, and against an oracle: every variant that serves
+ * the type launched directly in a short sweep, the fastest timed again
+ * (dispatch / oracle, speed over speed, says what dispatch's pick cost).
+ * Per type the geometric mean, 10th percentile and minimum of both.
+ *
  * Last, FP32 batches on a suite drawn from --seed (F32_BATCHES of them: M,
  * N and K log-uniform over 1..2048, the batch over 2..2048 within a cap
  * on work and memory, op N, N for 7 in 10, another op pair otherwise):
@@ -329,6 +338,8 @@ struct gmeasure {
   bool ok;               /* both ran and err <= bound */
   bool precise;          /* cuBLAS computed in the case's precision (the probe) */
   kt_choice choice;
+  double oracle_ms;      /* with `oracle`: the fastest variant launched directly, timed as ktune is */
+  char oracle[96];       /* its name */
 };
 
 static const char *ops_name(const gcase &c)
@@ -339,8 +350,11 @@ static const char *ops_name(const gcase &c)
 
 /* Times ktune (kt_matmul_ex as dispatched) and cuBLAS on the same random
  * inputs, checks ktune's C against cuBLAS's, and probes cuBLAS's precision
- * on the very call. */
-static gmeasure measure_case(const gcase &c, const gbench &g)
+ * on the very call.  With `oracle`, also every variant of this build that
+ * serves the call's type, launched directly (as kt_matmul_ex launches the
+ * one it picks), in a short sweep; the fastest is timed again as ktune
+ * is: ktune's best possible choice there. */
+static gmeasure measure_case(const gcase &c, const gbench &g, bool oracle = false)
 {
   const bench_device &d = g.d;
   const int M = c.m, N = c.n, K = c.k, nb = c.batch;
@@ -432,11 +446,139 @@ static gmeasure measure_case(const gcase &c, const gbench &g)
     printf("  ktune failed: %s\n", t_kt.err.c_str());
   if (!t_cb.ok)
     printf("  cuBLAS failed: %s\n", t_cb.err.c_str());
+  m.oracle_ms = NAN;
+  if (oracle) {
+    kt_gemm_args a = {(int)c.type, c.op_a, c.op_b, M, N, K, nb, 1.0f, 0.0f, A, B, C_kt, lda, ldb, N,
+                      (long long)na, (long long)nbb, (long long)nc, d.info.sm_count, kt_device_pool(d.info.ordinal)};
+    const bench_reps sweep = {3, 10, 50.0};
+    const kt_variant *best = nullptr;
+    double best_ms = INFINITY;
+    for (int i = 0; i < kt_registry_count; ++i) {
+      const kt_variant *v = &kt_registry[i];
+      if (v->family != KT_FAMILY_GEMM || !kt_gemm_serves(v, &d.info, c.type) || !kt_variant_runs_on(v, &d.info) ||
+          kt_registry_find(v->name, &d.info) != v)
+        continue;
+      auto run = [&]() -> int { return v->launch(&a, 0); };
+      const bench_time_result t = bench_time(run, g.flush, sweep);
+      if (t.ok && t.ms < best_ms)
+        best_ms = t.ms, best = v;
+    }
+    if (best) {
+      auto run = [&]() -> int { return best->launch(&a, 0); };
+      const bench_time_result t = bench_time(run, g.flush, g.reps);
+      m.oracle_ms = t.ok ? std::min(t.ms, m.kt_ms) : NAN; /* ktune's own pick is a way too */
+      snprintf(m.oracle, sizeof m.oracle, "%s", t.ok && t.ms < m.kt_ms ? best->name : m.choice.variant);
+    }
+  }
   cudaFree(A);
   cudaFree(B);
   cudaFree(C_kt);
   cudaFree(C_ref);
   return m;
+}
+
+/* ---- a seeded suite of tensor-core calls nobody tuned ---------------------- */
+
+constexpr int TC_RANDOM = 16;                                  /* shapes per input type */
+constexpr unsigned long long TC_RANDOM_SEED = 0x7463726e64ull; /* the default suite */
+
+/* Per input type, `count` calls drawn from r: M, N and K log-uniform over
+ * 32..16384, the largest halved until one call is at most 2^38 flop (about
+ * 0.7 ms at 400 TFLOP/s); op pairs uniform; leading dimensions natural half
+ * of the time, padded to 64 elements a quarter, and natural plus 1 to 15
+ * elements the rest (so that rows start anywhere a user's may); one call in
+ * five a strided batch of 2 to 256 entries within the same cap. */
+static std::vector<gcase> tc_random_suite(kt_rng *r, int count)
+{
+  std::vector<gcase> out;
+  const double cap = 0x1p38;
+  for (kt_dtype t : {KT_TF32, KT_BF16, KT_F16})
+    for (int i = 0; i < count; ++i) {
+      gcase c = {};
+      c.type = t;
+      const int ops = (int)(kt_rng_next(r) % 4);
+      c.op_a = ops >> 1, c.op_b = ops & 1;
+      long long dim[3] = {log_uniform(r, 32, 16384), log_uniform(r, 32, 16384), log_uniform(r, 32, 16384)};
+      long long nb = kt_rng_next(r) % 5 == 0 ? log_uniform(r, 2, 256) : 1;
+      while (nb > 1 && (double)dim[0] * dim[1] * dim[2] * nb * 2 > cap)
+        nb /= 2;
+      while ((double)dim[0] * dim[1] * dim[2] * nb * 2 > cap) {
+        const int big = dim[0] >= dim[1] && dim[0] >= dim[2] ? 0 : dim[1] >= dim[2] ? 1 : 2;
+        dim[big] = (dim[big] + 1) / 2;
+      }
+      c.m = (int)dim[0], c.n = (int)dim[1], c.k = (int)dim[2], c.batch = (int)nb;
+      const long long nat_a = c.op_a ? c.m : c.k, nat_b = c.op_b ? c.k : c.n;
+      for (long long *ld : {&c.lda, &c.ldb}) {
+        const long long nat = ld == &c.lda ? nat_a : nat_b;
+        const int kind = (int)(kt_rng_next(r) % 4);
+        *ld = kind < 2 ? nat : kind == 2 ? (nat + 63) / 64 * 64 : nat + 1 + (long long)(kt_rng_next(r) % 15);
+      }
+      out.push_back(c);
+    }
+  return out;
+}
+
+/* Runs the suite, prints a row per call and per type the geometric mean,
+ * 10th percentile and minimum of ktune / cuBLAS; writes OUT/gemm_random.csv.
+ * Returns the number of calls that failed their check or were compared
+ * against cuBLAS in another precision. */
+static int tc_random(const bench_options &o, const gbench &g)
+{
+  const unsigned long long seed = o.seed ? o.seed : TC_RANDOM_SEED;
+  kt_rng r = {seed};
+  const std::vector<gcase> suite = tc_random_suite(&r, o.quick ? 3 : TC_RANDOM);
+  printf("\nTensor-core calls drawn from seed %llu (nobody tuned them): kt_matmul_ex as dispatched against "
+         "cuBLAS\n",
+         seed);
+  printf("%-5s %-3s %-26s %-13s %9s %9s %7s %7s  %-9s %-6s %s\n", "type", "ops", "shape MxNxK (x batch)",
+         "lda,ldb", "ktune", "cuBLAS", "ktune/", "ktune/", "err", "status", "ktune dispatched to | the oracle's");
+  printf("%-5s %-3s %-26s %-13s %9s %9s %7s %7s\n", "", "", "", "", "TFLOP/s", "TFLOP/s", "cuBLAS", "oracle");
+  bench_csv csv(o.out + "/gemm_random.csv",
+                "type,ops,m,n,k,batch,lda,ldb,ktune_tflops,cublas_tflops,ktune_over_cublas,ktune_ms,cublas_ms,"
+                "variant,tuned,oracle_ms,oracle_variant,dispatch_over_oracle,rel_err,bound,cublas_precision,status");
+  int bad = 0;
+  std::vector<double> q[3], qo[3];
+  std::string worst[3];
+  double worst_q[3] = {INFINITY, INFINITY, INFINITY};
+  for (const gcase &c : suite) {
+    const gmeasure m = measure_case(c, g, true);
+    const long long lda = c.lda, ldb = c.ldb;
+    char shape[64], lds[32];
+    if (c.batch > 1)
+      snprintf(shape, sizeof shape, "%dx%dx%d x%d", c.m, c.n, c.k, c.batch);
+    else
+      snprintf(shape, sizeof shape, "%dx%dx%d", c.m, c.n, c.k);
+    snprintf(lds, sizeof lds, "%lld,%lld", lda, ldb);
+    const double ratio = m.cb_ms / m.kt_ms, q_oracle = m.oracle_ms / m.kt_ms;
+    const bool same = !strcmp(m.oracle, m.choice.variant);
+    printf("%-5s %-3s %-26s %-13s %9.1f %9.1f %7.3f %7.3f  %-9.2e %-6s %s%s | %s\n", type_name(c.type), ops_name(c),
+           shape, lds, m.f_kt, m.f_cb, ratio, q_oracle, m.err, m.ok ? "ok" : "FAILED", m.choice.variant,
+           m.choice.tuned ? " (tuned)" : " (default)", same ? "the same" : m.oracle);
+    csv.row("%s,%s,%d,%d,%d,%d,%lld,%lld,%.2f,%.2f,%.4f,%.5f,%.5f,%s,%d,%.5f,%s,%.4f,%.3e,%.3e,%s,%s",
+            type_name(c.type), ops_name(c), c.m, c.n, c.k, c.batch, lda, ldb, m.f_kt, m.f_cb, ratio, m.kt_ms, m.cb_ms,
+            m.choice.variant, m.choice.tuned, m.oracle_ms, m.oracle, q_oracle, m.err, m.bound,
+            m.precise ? "same" : "DIFFERENT", m.ok ? "ok" : "failed");
+    bad += !m.ok || !m.precise;
+    const int ti = c.type == KT_TF32 ? 0 : c.type == KT_BF16 ? 1 : 2;
+    if (m.ok && m.precise) {
+      q[ti].push_back(ratio);
+      if (std::isfinite(q_oracle))
+        qo[ti].push_back(q_oracle);
+      if (ratio < worst_q[ti])
+        worst_q[ti] = ratio, worst[ti] = std::string(ops_name(c)) + " " + shape + " ld " + lds;
+    }
+  }
+  printf("\n%-5s %26s   %26s   %s\n", "type", "ktune / cuBLAS", "dispatch / oracle",
+         "the worst against cuBLAS");
+  printf("%-5s %8s %8s %8s   %8s %8s %8s\n", "", "geomean", "10th pct", "min", "geomean", "10th pct", "min");
+  for (int ti = 0; ti < 3; ++ti) {
+    double p10, lo, op10, olo;
+    const double geo = ratio_stats(q[ti], &p10, &lo), ogeo = ratio_stats(qo[ti], &op10, &olo);
+    printf("%-5s %8.3f %8.3f %8.3f   %8.3f %8.3f %8.3f   %s\n", ti == 0 ? "tf32" : ti == 1 ? "bf16" : "f16", geo,
+           p10, lo, ogeo, op10, olo, worst[ti].c_str());
+  }
+  printf("%d of %zu drawn calls failed the check or met cuBLAS in another precision\n", bad, suite.size());
+  return bad;
 }
 
 /* ---- the summary ------------------------------------------------------- */
@@ -587,6 +729,7 @@ int main(int argc, char **argv)
 
   summary(results);
   plot(o, d, cases.size());
+  failed += tc_random(o, g);
   failed += f32_batches(o, d, ctx, h, flush, reps);
   printf("\n%zu cases, %d failed the check, %d compared against cuBLAS in another precision\n", cases.size(), failed,
          imprecise);
