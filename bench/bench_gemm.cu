@@ -519,9 +519,9 @@ static std::vector<gcase> tc_random_suite(kt_rng *r, int count)
 }
 
 /* Runs the suite, prints a row per call and per type the geometric mean,
- * 10th percentile and minimum of ktune / cuBLAS; writes OUT/gemm_random.csv.
- * Returns the number of calls that failed their check or were compared
- * against cuBLAS in another precision. */
+ * 10th percentile and minimum of ktune / cuBLAS and of dispatch / oracle;
+ * writes OUT/gemm_random.csv.  Returns the number of calls that failed
+ * their check. */
 static int tc_random(const bench_options &o, const gbench &g)
 {
   const unsigned long long seed = o.seed ? o.seed : TC_RANDOM_SEED;
@@ -536,7 +536,7 @@ static int tc_random(const bench_options &o, const gbench &g)
   bench_csv csv(o.out + "/gemm_random.csv",
                 "type,ops,m,n,k,batch,lda,ldb,ktune_tflops,cublas_tflops,ktune_over_cublas,ktune_ms,cublas_ms,"
                 "variant,tuned,oracle_ms,oracle_variant,dispatch_over_oracle,rel_err,bound,cublas_precision,status");
-  int bad = 0;
+  int bad = 0, other = 0;
   std::vector<double> q[3], qo[3];
   std::string worst[3];
   double worst_q[3] = {INFINITY, INFINITY, INFINITY};
@@ -558,7 +558,8 @@ static int tc_random(const bench_options &o, const gbench &g)
             type_name(c.type), ops_name(c), c.m, c.n, c.k, c.batch, lda, ldb, m.f_kt, m.f_cb, ratio, m.kt_ms, m.cb_ms,
             m.choice.variant, m.choice.tuned, m.oracle_ms, m.oracle, q_oracle, m.err, m.bound,
             m.precise ? "same" : "DIFFERENT", m.ok ? "ok" : "failed");
-    bad += !m.ok || !m.precise;
+    bad += !m.ok;
+    other += m.ok && !m.precise;
     const int ti = c.type == KT_TF32 ? 0 : c.type == KT_BF16 ? 1 : 2;
     if (m.ok && m.precise) {
       q[ti].push_back(ratio);
@@ -577,7 +578,11 @@ static int tc_random(const bench_options &o, const gbench &g)
     printf("%-5s %8.3f %8.3f %8.3f   %8.3f %8.3f %8.3f   %s\n", ti == 0 ? "tf32" : ti == 1 ? "bf16" : "f16", geo,
            p10, lo, ogeo, op10, olo, worst[ti].c_str());
   }
-  printf("%d of %zu drawn calls failed the check or met cuBLAS in another precision\n", bad, suite.size());
+  /* cuBLAS may serve a drawn call in another precision (FP32 where TF32 was
+   * asked: its choice for that shape); such a call is left out of the
+   * ratios, and is no failure of ktune's. */
+  printf("%d of %zu drawn calls failed the check; %d left out where cuBLAS computed in another precision\n", bad,
+         suite.size(), other);
   return bad;
 }
 
