@@ -484,10 +484,11 @@ constexpr unsigned long long TC_RANDOM_SEED = 0x7463726e64ull; /* the default su
 
 /* Per input type, `count` calls drawn from r: M, N and K log-uniform over
  * 32..16384, the largest halved until one call is at most 2^38 flop (about
- * 0.7 ms at 400 TFLOP/s); op pairs uniform; leading dimensions natural half
- * of the time, padded to 64 elements a quarter, and natural plus 1 to 15
- * elements the rest (so that rows start anywhere a user's may); one call in
- * five a strided batch of 2 to 256 entries within the same cap. */
+ * 0.7 ms at 400 TFLOP/s) and its matrices at most 4 GB; op pairs uniform;
+ * leading dimensions natural half of the time, padded to 64 elements a
+ * quarter, and natural plus 1 to 15 elements the rest (so that rows start
+ * anywhere a user's may); one call in five a strided batch of 2 to 256
+ * entries within the same caps. */
 static std::vector<gcase> tc_random_suite(kt_rng *r, int count)
 {
   std::vector<gcase> out;
@@ -500,9 +501,16 @@ static std::vector<gcase> tc_random_suite(kt_rng *r, int count)
       c.op_a = ops >> 1, c.op_b = ops & 1;
       long long dim[3] = {log_uniform(r, 32, 16384), log_uniform(r, 32, 16384), log_uniform(r, 32, 16384)};
       long long nb = kt_rng_next(r) % 5 == 0 ? log_uniform(r, 2, 256) : 1;
-      while (nb > 1 && (double)dim[0] * dim[1] * dim[2] * nb * 2 > cap)
+      /* A, B and two Cs, under 4 GB (rows padded by up to 64 elements). */
+      const double es = t == KT_TF32 ? 4 : 2;
+      auto bytes = [&]() {
+        return ((double)(dim[0] + 64) * (dim[2] + 64) * es + (double)(dim[2] + 64) * (dim[1] + 64) * es +
+                8.0 * dim[0] * dim[1]) *
+               nb;
+      };
+      while (nb > 1 && ((double)dim[0] * dim[1] * dim[2] * nb * 2 > cap || bytes() > 4e9))
         nb /= 2;
-      while ((double)dim[0] * dim[1] * dim[2] * nb * 2 > cap) {
+      while ((double)dim[0] * dim[1] * dim[2] * nb * 2 > cap || bytes() > 4e9) {
         const int big = dim[0] >= dim[1] && dim[0] >= dim[2] ? 0 : dim[1] >= dim[2] ? 1 : 2;
         dim[big] = (dim[big] + 1) / 2;
       }
