@@ -153,6 +153,21 @@ static void plot(const bench_options &o, const bench_device &d, size_t ncases)
   bench_plot(o.out, "gemm", s);
 }
 
+/* The gemm variants of this build that serve `type` on this device, each
+ * name once (the build of it that runs here), of `algo` only where given. */
+static std::vector<const kt_variant *> gemm_variants(const bench_device &d, kt_dtype type,
+                                                     const char *algo = nullptr)
+{
+  std::vector<const kt_variant *> out;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family == KT_FAMILY_GEMM && (!algo || !strcmp(v->algo, algo)) && kt_gemm_serves(v, &d.info, type) &&
+        kt_variant_runs_on(v, &d.info) && kt_registry_find(v->name, &d.info) == v)
+      out.push_back(v);
+  }
+  return out;
+}
+
 /* ---- FP32 batches on a seeded suite ---------------------------------------- */
 
 constexpr int F32_BATCHES = 40;
@@ -169,12 +184,7 @@ static double ratio_stats(std::vector<double> v, double *p10, double *lo)
 static int f32_batches(const bench_options &o, const bench_device &d, kt_context *ctx, cublasHandle_t h,
                        const bench_flush &flush, const bench_reps &reps)
 {
-  std::vector<const kt_variant *> tiles;
-  for (int i = 0; i < kt_registry_count; ++i)
-    if (kt_registry[i].family == KT_FAMILY_GEMM && !strcmp(kt_registry[i].algo, "simt") &&
-        kt_gemm_serves(&kt_registry[i], &d.info, KT_F32) && kt_variant_runs_on(&kt_registry[i], &d.info) &&
-        kt_registry_find(kt_registry[i].name, &d.info) == &kt_registry[i])
-      tiles.push_back(&kt_registry[i]);
+  const std::vector<const kt_variant *> tiles = gemm_variants(d, KT_F32, "simt");
   const unsigned long long seed = o.seed ? o.seed : F32_BATCHES_SEED;
   printf("\nFP32 batches, seed %llu: kt_matmul_ex (dispatched), each CUDA-core tile, kt_matmul per entry, "
          "cuBLAS; us\n",
@@ -453,11 +463,7 @@ static gmeasure measure_case(const gcase &c, const gbench &g, bool oracle = fals
     const bench_reps sweep = {3, 10, 50.0};
     const kt_variant *best = nullptr;
     double best_ms = INFINITY;
-    for (int i = 0; i < kt_registry_count; ++i) {
-      const kt_variant *v = &kt_registry[i];
-      if (v->family != KT_FAMILY_GEMM || !kt_gemm_serves(v, &d.info, c.type) || !kt_variant_runs_on(v, &d.info) ||
-          kt_registry_find(v->name, &d.info) != v)
-        continue;
+    for (const kt_variant *v : gemm_variants(d, c.type)) {
       auto run = [&]() -> int { return v->launch(&a, 0); };
       const bench_time_result t = bench_time(run, g.flush, sweep);
       if (t.ok && t.ms < best_ms)
