@@ -34,7 +34,8 @@
  * dispatched against cuBLAS, checked the same way, into
  * OUT/gemm_random.csv, and against an oracle: every variant that serves
  * the type launched directly in a short sweep, the fastest timed again
- * (dispatch / oracle, speed over speed, says what dispatch's pick cost).
+ * (dispatch / oracle, speed over speed, says what dispatch's pick cost);
+ * every variant's sweep time on every call into OUT/gemm_sweep.csv.
  * Per type the geometric mean, 10th percentile and minimum of both.
  *
  * Last, FP32 batches on a suite drawn from --seed (F32_BATCHES of them: M,
@@ -53,6 +54,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -350,6 +352,7 @@ struct gmeasure {
   kt_choice choice;
   double oracle_ms;      /* with `oracle`: the fastest variant launched directly, timed as ktune is */
   char oracle[96];       /* its name */
+  std::vector<std::pair<const kt_variant *, double>> sweep; /* with `oracle`: every variant's sweep time (NAN: failed) */
 };
 
 static const char *ops_name(const gcase &c)
@@ -466,6 +469,7 @@ static gmeasure measure_case(const gcase &c, const gbench &g, bool oracle = fals
     for (const kt_variant *v : gemm_variants(d, c.type)) {
       auto run = [&]() -> int { return v->launch(&a, 0); };
       const bench_time_result t = bench_time(run, g.flush, sweep);
+      m.sweep.emplace_back(v, t.ok ? t.ms : NAN);
       if (t.ok && t.ms < best_ms)
         best_ms = t.ms, best = v;
     }
@@ -550,6 +554,10 @@ static int tc_random(const bench_options &o, const gbench &g)
   bench_csv csv(o.out + "/gemm_random.csv",
                 "type,ops,m,n,k,batch,lda,ldb,ktune_tflops,cublas_tflops,ktune_over_cublas,ktune_ms,cublas_ms,"
                 "variant,tuned,oracle_ms,oracle_variant,dispatch_over_oracle,rel_err,bound,cublas_precision,status");
+  /* Every variant's sweep time on every call: what a model of dispatch can
+   * be fitted to (and checked against on another seed). */
+  bench_csv sweep_csv(o.out + "/gemm_sweep.csv", "call,type,ops,m,n,k,batch,lda,ldb,variant,ms,dispatched");
+  int call = 0;
   int bad = 0, other = 0;
   std::vector<double> q[3], qo[3];
   std::string worst[3];
@@ -572,6 +580,10 @@ static int tc_random(const bench_options &o, const gbench &g)
             type_name(c.type), ops_name(c), c.m, c.n, c.k, c.batch, lda, ldb, m.f_kt, m.f_cb, ratio, m.kt_ms, m.cb_ms,
             m.choice.variant, m.choice.tuned, m.oracle_ms, m.oracle, q_oracle, m.err, m.bound,
             m.precise ? "same" : "DIFFERENT", m.ok ? "ok" : "failed");
+    for (const auto &[v, ms] : m.sweep)
+      sweep_csv.row("%d,%s,%s,%d,%d,%d,%d,%lld,%lld,%s,%.5f,%d", call, type_name(c.type), ops_name(c), c.m, c.n, c.k,
+                    c.batch, lda, ldb, v->name, ms, !strcmp(v->name, m.choice.variant));
+    ++call;
     bad += !m.ok;
     other += m.ok && !m.precise;
     const int ti = c.type == KT_TF32 ? 0 : c.type == KT_BF16 ? 1 : 2;
