@@ -26,6 +26,12 @@
  * last line over all suites.  A call whose chosen variant the sweep never
  * timed (a variant added since) cannot be judged: it is counted and named,
  * and the exit status is 1, as for a suite that cannot be read.
+ *
+ * A SUITE.csv may also be a bench_gemm sweep (gemm_sweep.csv, or a copy
+ * under bench/reference/gemm_random/): every variant's time on each drawn
+ * tensor-core call.  Then kt_matmul_ex_choice picks, for the call as
+ * bench_gemm laid it out, and dispatch / oracle is the fastest sweep time
+ * over the pick's.
  */
 #include <errno.h>
 #include <math.h>
@@ -223,6 +229,134 @@ static void summary(double *r, int n, double *gm, double *p10, double *mn)
   *mn = n ? r[0] : NAN;
 }
 
+/* ---- tensor-core suites (bench_gemm's gemm_sweep.csv) ------------------- */
+
+/* Whether path's header is a bench_gemm sweep table: every variant's time
+ * on every drawn call (call, type, ops, m, n, k, batch, lda, ldb, variant,
+ * ms, dispatched). */
+static int is_gemm_sweep(const char *path)
+{
+  FILE *f = fopen(path, "r");
+  char head[1024], *h[32];
+  const int nh = f && fgets(head, sizeof head, f) ? split(head, h, 32) : 0;
+  if (f)
+    fclose(f);
+  return column(h, nh, "call") >= 0 && column(h, nh, "variant") >= 0 && column(h, nh, "batch") >= 0;
+}
+
+/* One row of a sweep table. */
+typedef struct gemm_row {
+  int call, batch;
+  kt_dtype type;
+  kt_op op_a, op_b;
+  long long m, n, k, lda, ldb;
+  char variant[96];
+  double ms;
+} gemm_row;
+
+static int read_gemm_sweep(const char *path, gemm_row **out, int *n)
+{
+  *out = NULL;
+  *n = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "replay_dispatch: %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  char line[1024], *h[32], *x[32];
+  const int nh = fgets(line, sizeof line, f) ? split(line, h, 32) : 0;
+  static const char *const names[] = {"call", "type", "ops", "m", "n", "k", "batch", "lda", "ldb", "variant", "ms"};
+  int c[11];
+  for (int i = 0; i < 11; ++i)
+    if ((c[i] = column(h, nh, names[i])) < 0) {
+      fprintf(stderr, "replay_dispatch: %s: not a bench_gemm sweep table (no column %s)\n", path, names[i]);
+      fclose(f);
+      return -1;
+    }
+  int cap = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (split(line, x, 32) < nh)
+      continue;
+    if (*n == cap) {
+      cap = cap ? 2 * cap : 1024;
+      gemm_row *t = realloc(*out, sizeof *t * (size_t)cap);
+      if (!t) {
+        fprintf(stderr, "replay_dispatch: out of memory\n");
+        fclose(f);
+        return -1;
+      }
+      *out = t;
+    }
+    gemm_row *r = &(*out)[(*n)++];
+    const char *ty = x[c[1]], *ops = x[c[2]];
+    r->call = atoi(x[c[0]]);
+    r->type = strcmp(ty, "tf32") == 0 ? KT_TF32 : strcmp(ty, "bf16") == 0 ? KT_BF16 : strcmp(ty, "f16") == 0 ? KT_F16 : KT_F32;
+    r->op_a = ops[0] == 't' ? KT_OP_T : KT_OP_N;
+    r->op_b = ops[0] && ops[1] == 't' ? KT_OP_T : KT_OP_N;
+    r->m = atoll(x[c[3]]), r->n = atoll(x[c[4]]), r->k = atoll(x[c[5]]);
+    r->batch = atoi(x[c[6]]);
+    r->lda = atoll(x[c[7]]), r->ldb = atoll(x[c[8]]);
+    snprintf(r->variant, sizeof r->variant, "%s", x[c[9]]);
+    r->ms = strcmp(x[c[10]], "nan") == 0 ? NAN : atof(x[c[10]]);
+  }
+  fclose(f);
+  return 0;
+}
+
+/* Replays kt_matmul_ex's choice over a sweep table: per call, the chosen
+ * variant's sweep time against the fastest's.  r[] gets each judged call's
+ * ratio (n of them); returns the calls not judged (chosen variant not
+ * timed), or -1 where the table cannot be read. */
+static int replay_gemm(kt_context *ctx, const char *path, int verbose, double *r, int *n, int max)
+{
+  gemm_row *t = NULL;
+  int nt = 0, unmeasured = 0;
+  *n = 0;
+  if (read_gemm_sweep(path, &t, &nt) != 0)
+    return -1;
+  for (int i = 0; i < nt && *n < max;) {
+    int j = i;
+    while (j < nt && t[j].call == t[i].call)
+      ++j;
+    const gemm_row *x = &t[i];
+    /* As bench_gemm laid the call out: natural strides between entries,
+     * 256-byte aligned pointers (never dereferenced). */
+    kt_matmul_desc d;
+    memset(&d, 0, sizeof d);
+    d.type = x->type, d.op_a = x->op_a, d.op_b = x->op_b;
+    d.M = x->m, d.N = x->n, d.K = x->k, d.batch = x->batch, d.alpha = 1.0f, d.beta = 0.0f;
+    d.A = (const void *)(uintptr_t)0x10000000, d.lda = x->lda, d.stride_a = (x->op_a ? x->k : x->m) * x->lda;
+    d.B = (const void *)(uintptr_t)0x20000000, d.ldb = x->ldb, d.stride_b = (x->op_b ? x->n : x->k) * x->ldb;
+    d.C = (float *)(uintptr_t)0x30000000, d.ldc = x->n, d.stride_c = x->m * x->n;
+    kt_choice ch;
+    memset(&ch, 0, sizeof ch);
+    const int chose = kt_matmul_ex_choice(ctx, &d, &ch);
+    double best = INFINITY, ms = NAN;
+    const char *best_name = "";
+    for (int k = i; k < j; ++k) {
+      if (t[k].ms > 0 && t[k].ms < best)
+        best = t[k].ms, best_name = t[k].variant;
+      if (chose == KT_OK && strcmp(t[k].variant, ch.variant) == 0)
+        ms = t[k].ms;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "%s %c%c %lldx%lldx%lld x%d", kt_gemm_type_name((int)x->type), "nt"[x->op_a],
+             "nt"[x->op_b], x->m, x->n, x->k, x->batch);
+    if (!(ms > 0) || !isfinite(best)) {
+      ++unmeasured;
+      printf("  %-34s %s: not measured in %s\n", name, chose == KT_OK ? ch.variant : kt_strerror(chose), path);
+    } else {
+      r[(*n)++] = fmin(1.0, best / ms);
+      if (verbose)
+        printf("  %-34s ld %lld,%lld %.3f %s (%.4f ms; the oracle %s %.4f): %s\n", name, x->lda, x->ldb, best / ms,
+               ch.variant, ms, best_name, best, ch.reason);
+    }
+    i = j;
+  }
+  free(t);
+  return unmeasured;
+}
+
 static int parse_device(const char *s, kt_device_info *d)
 {
   char name[256];
@@ -319,6 +453,27 @@ int main(int argc, char **argv)
   double mean_of_means = 0, race_mean_of_means = 0;
   for (int a = 0; a < nfiles; ++a) {
     const char *path = files[a];
+    if (is_gemm_sweep(path)) {
+      double r[MAX_SHAPES];
+      int n = 0;
+      const int unmeasured = replay_gemm(ctx, path, verbose, r, &n, MAX_SHAPES);
+      if (unmeasured != 0)
+        bad = 1;
+      for (int i = 0; i < n && nall < (int)(sizeof all / sizeof all[0]); ++i)
+        all_race[nall] = r[i], all[nall++] = r[i];
+      double gm, p10, mn;
+      summary(r, n, &gm, &p10, &mn);
+      printf("%-60s %3d calls   dispatch/oracle %.4f / %.3f / %.3f", path, n, gm, p10, mn);
+      if (unmeasured > 0)
+        printf("  (%d not measured)", unmeasured);
+      printf("\n");
+      if (n) {
+        mean_of_means += gm;
+        race_mean_of_means += gm;
+        ++suites;
+      }
+      continue;
+    }
     const int ns = read_suite(path, s, MAX_SHAPES);
     if (ns < 0) {
       bad = 1;
