@@ -168,16 +168,31 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * nearest tuned problem scaled by its cost at the call over its cost there;
  * this puts small tiles and split K first where big tiles would leave SMs
  * idle, and keeps the measured order where both shapes fill the GPU alike.
- */
+ *
+ * The fixed costs differ by kernel.  A wgmma block (one an SM) pays its
+ * TMA pipeline's fill and its epilogue through shared memory with nothing
+ * beside it to hide them: about FILL_WGMMA slices a tile, OVERLAP_WGMMA a
+ * tile when persistent.  mma.sync blocks, several an SM, hide most of
+ * theirs behind each other (FILL_MMA).  Fitted to every variant's time on
+ * 192 drawn tensor-core calls (bench_gemm's sweep, seeds 0, 6402, 101,
+ * 202; H100, session 65) and checked on 192 others (seeds 303, 404, 505,
+ * 606): dispatch / oracle 0.947 and 0.945, where one FILL of 3 for all
+ * (and mma.sync unpriced) reached 0.885 and 0.885.  With the old costs a
+ * wgmma tile of a few slices (K below about 250) looked as cheap as its
+ * slices, and the mma.sync tiles, 1.3 to 2 times faster there, were never
+ * picked.  The CUDA-core tiles (FP32 batches) keep FILL and OVERLAP. */
 #define FILL 3.0
 #define OVERLAP 1.0
+#define FILL_WGMMA 15.0
+#define OVERLAP_WGMMA 8.0
+#define FILL_MMA 0.5
 
 /* What the model reads of a variant, from its parameters.  An untuned call
  * prices every ranked variant twice, so the registry's values are parsed
  * once per process (pthread_once), not by name at every call; without the
  * table's memory they are parsed per call. */
 typedef struct geometry {
-  int bm, bn, occ, split, persist, cluster, wgmma;
+  int bm, bn, occ, split, persist, cluster, wgmma, mma;
 } geometry;
 
 static geometry *geometries;
@@ -188,17 +203,18 @@ static int *simt, nsimt;
 
 static geometry parse_geometry(const kt_variant *v)
 {
-  /* The CUDA-core kernel: the blocks an SM holds as its space estimates
-   * them, neither split nor persistent. */
-  if (strcmp(v->algo, "simt") == 0)
+  /* The CUDA-core kernel and mma.sync: the blocks an SM holds as their
+   * space estimates them, neither split nor persistent. */
+  if (strcmp(v->algo, "simt") == 0 || strcmp(v->algo, "mma") == 0)
     return (geometry){.bm = kt_variant_param_int(v, "bm", 0),
                       .bn = kt_variant_param_int(v, "bn", 0),
                       .occ = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1,
-                      .cluster = 1};
+                      .cluster = 1,
+                      .mma = strcmp(v->algo, "mma") == 0};
   return (geometry){kt_variant_param_int(v, "bm", 0),      kt_variant_param_int(v, "bn", 0),
                     kt_variant_param_int(v, "occ", 0),     kt_variant_param_int(v, "split", 0),
                     kt_variant_param_int(v, "persist", 0), v->cluster > 1 ? v->cluster : 1,
-                    strcmp(v->algo, "wgmma") == 0};
+                    strcmp(v->algo, "wgmma") == 0, 0};
 }
 
 static void build_geometries(void)
@@ -248,7 +264,8 @@ static double cost(const kt_variant *v, const kt_device_info *d, int type, int o
   const long long slots = (long long)d->sm_count * occ;
   const double waves = (double)((blocks * splits + slots - 1) / slots);
   const double slices = (double)((ktiles + splits - 1) / splits) + (splits > 1 ? 1.0 : 0.0);
-  const double time = g.persist ? waves * (slices + OVERLAP) + FILL : waves * (slices + FILL);
+  const double fill = g.wgmma ? FILL_WGMMA : g.mma ? FILL_MMA : FILL, overlap = g.wgmma ? OVERLAP_WGMMA : OVERLAP;
+  const double time = g.persist ? waves * (slices + overlap) + fill : waves * (slices + fill);
   return time * bm * bn / occ;
 }
 

@@ -87,4 +87,43 @@ gpu() {
 gpu nvidia-h100-80gb-hbm3 h100 132,120,120,112
 gpu nvidia-h200 h200
 
+# Tensor-core dispatch (kt_matmul_ex) over bench_gemm's sweeps: every
+# variant's time on calls drawn from a seed (bench/reference/gemm_random/,
+# runNN_<gpu>_sweep_SEED.csv, the latest run).  Run 65 (H100), replayed
+# over the shipped file: 0.946 with the cost model that prices mma.sync
+# and wgmma's fixed costs apart; 0.885 before it.  The floor leaves room
+# for a little give, none for a return to the old model.
+gemm_floor=0.93
+gemm_ref=bench/reference/gemm_random
+
+gemm_gpu() {
+  local json=tuning-db/shipped/$1.json tag=$2 run suites fp mean
+  run=$(ls "$gemm_ref"/run*_"$tag"_sweep_*.csv 2>/dev/null | sed -nE "s|.*/(run[0-9]+)_${tag}_.*|\1|p" | sort -V | tail -n1)
+  if [ ! -f "$json" ] || [ -z "$run" ]; then
+    skip "tensor-core dispatch on $1's measured sweeps" "no shipped file or no measured sweeps"
+    return
+  fi
+  suites=$(ls "$gemm_ref/${run}_${tag}"_sweep_*.csv)
+  rm -f "$work/db"
+  if ! ./build/ktune import --db "$work/db" "$json" >"$work/out" 2>&1; then
+    not_ok "$1: ktune import"
+    return
+  fi
+  fp=$(sed -nE 's/.*"fingerprint": *"([^"]*)".*/\1/p' "$json" | head -n1)
+  # shellcheck disable=SC2086 # the suites are paths without spaces
+  if ! ./build/replay_dispatch --db "$work/db" --device "$fp" $suites >"$work/out" 2>&1; then
+    not_ok "$1: replay_dispatch judged every tensor-core call of $run (a call it could not judge is named below)"
+    return
+  fi
+  mean=$(sed -nE 's/.*dispatch\/oracle.*mean of the suites. geometric means ([0-9.]+).*/\1/p' "$work/out")
+  if [ -n "$mean" ] && awk -v m="$mean" -v f="$gemm_floor" 'BEGIN { exit !(m >= f) }'; then
+    ok "tensor-core dispatch on $1's $run sweeps reaches $mean of the best (floor $gemm_floor)"
+  else
+    not_ok "tensor-core dispatch on $1's $run sweeps reaches ${mean:-?} of the best (floor $gemm_floor)"
+  fi
+}
+
+gemm_gpu nvidia-h100-80gb-hbm3 h100
+gemm_gpu nvidia-h200 h200
+
 [ "$failed" -eq 0 ]
