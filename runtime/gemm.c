@@ -169,30 +169,36 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * this puts small tiles and split K first where big tiles would leave SMs
  * idle, and keeps the measured order where both shapes fill the GPU alike.
  *
- * The fixed costs differ by kernel.  A wgmma block (one an SM) pays its
- * TMA pipeline's fill and its epilogue through shared memory with nothing
- * beside it to hide them: about FILL_WGMMA slices a tile, OVERLAP_WGMMA a
- * tile when persistent.  mma.sync blocks, several an SM, hide most of
- * theirs behind each other (FILL_MMA).  Fitted to every variant's time on
- * 192 drawn tensor-core calls (bench_gemm's sweep, seeds 0, 6402, 101,
- * 202; H100, session 65) and checked on 192 others (seeds 303, 404, 505,
- * 606): dispatch / oracle 0.947 and 0.945, where one FILL of 3 for all
- * (and mma.sync unpriced) reached 0.885 and 0.885.  With the old costs a
- * wgmma tile of a few slices (K below about 250) looked as cheap as its
- * slices, and the mma.sync tiles, 1.3 to 2 times faster there, were never
- * picked.  The CUDA-core tiles (FP32 batches) keep FILL and OVERLAP. */
+ * A wgmma block (one an SM) pays its TMA pipeline's fill and its epilogue
+ * through shared memory with nothing beside it to hide them: FILL_WGMMA
+ * slices a tile, OVERLAP_WGMMA a tile when persistent.  Its launcher also
+ * repacks what TMA cannot read in place (wgmma_repacks), at about
+ * REPACK_MS an operand whatever its size (the repack's launch and the
+ * multiply's wait for it; kt_gemm_sector_repack's measure), which mma.sync,
+ * reading any alignment, never pays.  An mma.sync slice is 64 bytes of K
+ * (its BK), not 128.  Fitted to every variant's time on 192 drawn
+ * tensor-core calls (bench_gemm's sweep, seeds 0, 6402, 101, 202; H100,
+ * session 65) and on twelve aligned shapes with K of 64 or 128 that
+ * wgmma wins (as the bench suite's), and judged on 192 others (seeds 303,
+ * 404, 505, 606): dispatch / oracle 0.934 and 0.919 on the drawn calls,
+ * 0.994 on the aligned shapes, where one FILL of 3 for all (and mma.sync
+ * unpriced) reached 0.885, 0.885 and 0.994.  Priced the old way, mma.sync
+ * looked 1.3 to 2 times faster than wgmma wherever the calls it won on
+ * were (short K, odd rows that wgmma repacks), also at aligned short K,
+ * where it is 1.1 to 1.4 times slower. */
 #define FILL 3.0
 #define OVERLAP 1.0
-#define FILL_WGMMA 15.0
-#define OVERLAP_WGMMA 8.0
-#define FILL_MMA 0.5
+#define FILL_WGMMA 6.0
+#define OVERLAP_WGMMA 2.0
+#define REPACK_MS 0.002
 
 /* What the model reads of a variant, from its parameters.  An untuned call
  * prices every ranked variant twice, so the registry's values are parsed
  * once per process (pthread_once), not by name at every call; without the
  * table's memory they are parsed per call. */
 typedef struct geometry {
-  int bm, bn, occ, split, persist, cluster, wgmma, mma;
+  int bm, bn, occ, split, persist, cluster, wgmma;
+  int slice_bytes; /* K a slice, in bytes: mma.sync's BK; else 128 */
 } geometry;
 
 static geometry *geometries;
@@ -200,6 +206,13 @@ static pthread_once_t geometries_once = PTHREAD_ONCE_INIT;
 /* The registry's CUDA-core variants, of every target (untuned FP32 batches
  * pick among them); NULL without the memory, then the registry is scanned. */
 static int *simt, nsimt;
+
+/* Bytes an element of a tensor-core variant's input type (4 for TF32). */
+static int gemm_type_bytes(const kt_variant *v)
+{
+  const char *t = kt_variant_param(v, "type");
+  return t && strcmp(t, "tf32") != 0 ? 2 : 4;
+}
 
 static geometry parse_geometry(const kt_variant *v)
 {
@@ -210,11 +223,13 @@ static geometry parse_geometry(const kt_variant *v)
                       .bn = kt_variant_param_int(v, "bn", 0),
                       .occ = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1,
                       .cluster = 1,
-                      .mma = strcmp(v->algo, "mma") == 0};
+                      .slice_bytes = strcmp(v->algo, "mma") == 0
+                                         ? kt_variant_param_int(v, "bk", 0) * gemm_type_bytes(v)
+                                         : 128};
   return (geometry){kt_variant_param_int(v, "bm", 0),      kt_variant_param_int(v, "bn", 0),
                     kt_variant_param_int(v, "occ", 0),     kt_variant_param_int(v, "split", 0),
                     kt_variant_param_int(v, "persist", 0), v->cluster > 1 ? v->cluster : 1,
-                    strcmp(v->algo, "wgmma") == 0, 0};
+                    strcmp(v->algo, "wgmma") == 0,           128};
 }
 
 static void build_geometries(void)
@@ -255,7 +270,7 @@ static double cost(const kt_variant *v, const kt_device_info *d, int type, int o
     const long long m = M;
     M = N, N = m;
   }
-  const long long bk = 128 / kt_gemm_elem_bytes(type);
+  const long long bk = (g.slice_bytes > 0 ? g.slice_bytes : 128) / kt_gemm_elem_bytes(type);
   /* A cluster's blocks take CLUSTER tile rows together, past M or not. */
   const long long rows = (M + (long long)bm * g.cluster - 1) / ((long long)bm * g.cluster) * g.cluster;
   const long long blocks = rows * ((N + bn - 1) / bn) * batch;
@@ -264,9 +279,36 @@ static double cost(const kt_variant *v, const kt_device_info *d, int type, int o
   const long long slots = (long long)d->sm_count * occ;
   const double waves = (double)((blocks * splits + slots - 1) / slots);
   const double slices = (double)((ktiles + splits - 1) / splits) + (splits > 1 ? 1.0 : 0.0);
-  const double fill = g.wgmma ? FILL_WGMMA : g.mma ? FILL_MMA : FILL, overlap = g.wgmma ? OVERLAP_WGMMA : OVERLAP;
+  const double fill = g.wgmma ? FILL_WGMMA : FILL, overlap = g.wgmma ? OVERLAP_WGMMA : OVERLAP;
   const double time = g.persist ? waves * (slices + overlap) + fill : waves * (slices + fill);
   return time * bm * bn / occ;
+}
+
+/* Whether TMA reads an operand in place: as the wgmma launcher's aligned()
+ * (templates/gemm_wgmma.cu.tpl), 16-byte aligned start, row stride and
+ * batch stride (where there is more than one entry). */
+static int tma_aligned(const void *p, int64_t ld, int64_t stride, int64_t batch, int es)
+{
+  return (uintptr_t)p % 16 == 0 && ld * es % 16 == 0 && ld * es < ((int64_t)1 << 40) &&
+         (batch == 1 || (stride * es % 16 == 0 && stride > 0 && stride * es < ((int64_t)1 << 40)));
+}
+
+/* How many operands the wgmma launcher repacks into K-major scratch for
+ * call x, as its choose() decides (the sector rule aside): 16-bit types
+ * those TMA cannot read in place; TF32 also an MN-major operand beyond the
+ * one it reads through registers.  Keep in step with the launcher. */
+static int wgmma_repacks(const kt_matmul_desc *x)
+{
+  const int es = kt_gemm_elem_bytes((int)x->type);
+  const int64_t na = x->stride_a == 0 ? 1 : x->batch, nb = x->stride_b == 0 ? 1 : x->batch;
+  const int ala = tma_aligned(x->A, x->lda, x->stride_a, na, es), alb = tma_aligned(x->B, x->ldb, x->stride_b, nb, es);
+  if (es == 2)
+    return !ala + !alb;
+  const int kma = x->op_a == KT_OP_N, kmb = x->op_b == KT_OP_T;
+  const int swap = alb && !kmb && kt_gemm_tf32_swaps((int)x->op_a, (int)x->op_b, x->M, x->N);
+  const int ta = swap || (ala && !kma);
+  const int pa = swap ? !(ala && kma) : !(ala && (kma || ta)), pb = swap ? 0 : !(alb && kmb);
+  return pa + pb;
 }
 
 /* t, its ranking re-ordered by the model's estimate at the call, into out;
@@ -282,11 +324,28 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
   memcpy(out->ms, t->ms, (size_t)t->count * sizeof *t->ms);
   double est[KT_MAX_RANKED];
   const long long l = t->problem.dim[3];
+  /* The tuned problem as the tuner laid it out: natural leading
+   * dimensions, aligned pointers, one entry. */
+  kt_matmul_desc tp;
+  memset(&tp, 0, sizeof tp);
+  tp.type = (kt_dtype)(l / 4), tp.op_a = (kt_op)((l >> 1) & 1), tp.op_b = (kt_op)(l & 1);
+  tp.M = t->problem.m, tp.N = t->problem.n, tp.K = t->problem.k, tp.batch = 1;
+  tp.A = tp.B = (const void *)(uintptr_t)256, tp.C = (float *)(uintptr_t)256;
+  tp.lda = tp.op_a == KT_OP_N ? tp.K : tp.M, tp.ldb = tp.op_b == KT_OP_N ? tp.N : tp.K, tp.ldc = tp.N;
+  const double repack_at = REPACK_MS * wgmma_repacks(&tp), repack_here = REPACK_MS * wgmma_repacks(x);
   for (int i = 0; i < t->count; ++i) {
-    const double at = cost(t->ranked[i], d, (int)(l / 4), (int)((l >> 1) & 1), (int)(l & 1), t->problem.m,
-                           t->problem.n, t->problem.k, 1);
+    const double at = cost(t->ranked[i], d, (int)tp.type, (int)tp.op_a, (int)tp.op_b, tp.M, tp.N, tp.K, 1);
     const double here = cost(t->ranked[i], d, (int)x->type, (int)x->op_a, (int)x->op_b, x->M, x->N, x->K, x->batch);
-    est[i] = at > 0 && here > 0 && t->ms[i] > 0 ? t->ms[i] * here / at : INFINITY;
+    const double ms = t->ms[i];
+    if (!(at > 0 && here > 0 && ms > 0)) {
+      est[i] = INFINITY;
+      continue;
+    }
+    /* A wgmma variant's repacks are priced apart from its tiles' time (at
+     * least a fifth of its tuned time is the tiles'). */
+    const int wg = geometry_of(t->ranked[i]).wgmma;
+    const double fixed_at = wg ? repack_at : 0.0, fixed_here = wg ? repack_here : 0.0;
+    est[i] = fmax(ms - fixed_at, 0.2 * ms) * here / at + fixed_here;
   }
   /* Insertion sort, stable: equal estimates keep the measured order. */
   for (int i = 1; i < out->count; ++i)

@@ -1368,18 +1368,20 @@ Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
   kt_close(ctx);
 }
 
-/* A wgmma block, alone on its SM, pays its pipeline's fill and its
- * epilogue with nothing to hide them; mma.sync blocks, several an SM, hide
- * theirs.  Where K is a slice or two, those fixed costs are most of a
- * tile's time, and the mma.sync tiles won on such calls by 1.3 to 2 times
- * (bench_gemm's sweep, H100).  Tuned at 4096^3 only, with mma.sync 1.8
- * times slower there (about as an H100 measures it), dispatch must still
- * take mma.sync at K = 64 and keep wgmma where K is long.  Before the
- * model priced mma.sync at all, it never went first at an untuned shape. */
-Test(dispatch, short_k_goes_to_mma_sync)
+/* The wgmma launcher repacks an operand whose rows TMA cannot read in
+ * place (here A's rows of 66 halves, 132 bytes), for about 2 us whatever
+ * its size; mma.sync reads any alignment.  Where K is a slice or two, that
+ * and wgmma's fixed costs a tile are most of its time: mma.sync won such
+ * calls by 1.3 to 2 times in bench_gemm's sweeps (H100; 1280x3194x66 with
+ * those rows 1.8 times), while on rows TMA reads in place wgmma stays
+ * ahead (2048x2048x64: mma.sync 1.23 times slower).  Tuned at 1024^3 only,
+ * with the times an H100 measured there, dispatch must tell them apart:
+ * with the repack unpriced (or mma.sync unpriced, as before) the odd rows'
+ * calls stay on wgmma. */
+Test(dispatch, a_repacked_short_k_call_goes_to_mma_sync)
 {
-  const kt_variant *wg = kt_registry_find("gemm_wgmma_bf16_128x256_wg2_s4_g8_o1_k1_p1_c1", NULL);
-  const kt_variant *mma = kt_registry_find("gemm_mma_bf16_128x128x32_wp2x2_s3_g8", NULL);
+  const kt_variant *wg = kt_registry_find("gemm_wgmma_bf16_128x128_wg2_s6_g8_o1_k1_p1_c1", NULL);
+  const kt_variant *mma = kt_registry_find("gemm_mma_bf16_64x64x32_wp2x2_s4_g8", NULL);
   if (!wg || !mma)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
   char path[PATH_MAX];
@@ -1390,9 +1392,9 @@ Test(dispatch, short_k_goes_to_mma_sync)
   kt_problem p;
   memset(&p, 0, sizeof p);
   p.family = KT_FAMILY_GEMM;
-  p.m = p.n = p.k = 4096;
+  p.m = p.n = p.k = 1024;
   p.dim[3] = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
-  kt_measurement m[2] = {kt_test_measure(wg, p, "ok", 1.00), kt_test_measure(mma, p, "ok", 1.80)};
+  kt_measurement m[2] = {kt_test_measure(wg, p, "ok", 0.0130), kt_test_measure(mma, p, "ok", 0.0237)};
   cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
   kt_context *ctx = open_described(&dev, path, NULL);
   kt_matmul_desc d;
@@ -1401,18 +1403,17 @@ Test(dispatch, short_k_goes_to_mma_sync)
   d.batch = 1, d.alpha = 1.0f;
   d.A = A16, d.B = B16, d.C = (float *)C16;
   kt_choice c;
-  const long long shapes[][4] = {/* M, N, K, 1: mma.sync goes first */
-                                 {8192, 8192, 64, 1},
-                                 {4096, 4096, 64, 1},
-                                 {4096, 4096, 4096, 0},
-                                 {4096, 4096, 2048, 0},
-                                 {8192, 8192, 1024, 0}};
-  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; ++i) {
-    d.M = shapes[i][0], d.N = shapes[i][1], d.K = shapes[i][2];
-    d.lda = d.K, d.ldb = d.N, d.ldc = d.N;
+  const long long calls[][5] = {/* M, N, K, lda, 1: mma.sync goes first */
+                                {1280, 3194, 66, 66, 1},
+                                {2048, 2048, 64, 66, 1},
+                                {2048, 2048, 64, 64, 0},
+                                {2048, 2048, 1024, 1030, 0}};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
+    d.M = calls[i][0], d.N = calls[i][1], d.K = calls[i][2];
+    d.lda = calls[i][3], d.ldb = d.N, d.ldc = d.N;
     cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
-    cr_expect_str_eq(c.variant, shapes[i][3] ? mma->name : wg->name, "%lldx%lldx%lld: %s", shapes[i][0],
-                     shapes[i][1], shapes[i][2], c.reason);
+    cr_expect_str_eq(c.variant, calls[i][4] ? mma->name : wg->name, "%lldx%lldx%lld lda %lld: %s", calls[i][0],
+                     calls[i][1], calls[i][2], calls[i][3], c.reason);
   }
   kt_close(ctx);
 }
