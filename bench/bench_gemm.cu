@@ -564,7 +564,8 @@ static int tc_random(const bench_options &o, const gbench &g)
   double worst_q[3] = {INFINITY, INFINITY, INFINITY};
   for (const gcase &c : suite) {
     const gmeasure m = measure_case(c, g, true);
-    const long long lda = c.lda, ldb = c.ldb;
+    /* As measure_case resolves them (0: natural). */
+    const long long lda = c.lda ? c.lda : c.op_a ? c.m : c.k, ldb = c.ldb ? c.ldb : c.op_b ? c.k : c.n;
     char shape[64], lds[32];
     if (c.batch > 1)
       snprintf(shape, sizeof shape, "%dx%dx%d x%d", c.m, c.n, c.k, c.batch);

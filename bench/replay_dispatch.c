@@ -283,6 +283,8 @@ static int read_gemm_sweep(const char *path, gemm_row **out, int *n)
       if (!t) {
         fprintf(stderr, "replay_dispatch: out of memory\n");
         fclose(f);
+        free(*out);
+        *out = NULL;
         return -1;
       }
       *out = t;

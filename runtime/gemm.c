@@ -313,16 +313,12 @@ static int wgmma_repacks(const kt_matmul_desc *x)
 
 /* t, its ranking re-ordered by the model's estimate at the call, into out;
  * variants without a model, or with no time, keep their place after those
- * with one.  Returns out, or t where the call is t's problem. */
+ * with one.  Returns out, or t where the call is t's problem (its shape,
+ * one entry, and as many operands for wgmma to repack). */
 static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const kt_matmul_desc *x, kt_tuned *out)
 {
-  if (!t || (t->problem.m == x->M && t->problem.n == x->N && t->problem.k == x->K && x->batch == 1))
+  if (!t)
     return t;
-  /* The head and t's ranked entries, not the whole arrays (8 KB). */
-  memcpy(out, t, offsetof(kt_tuned, ranked));
-  memcpy(out->ranked, t->ranked, (size_t)t->count * sizeof *t->ranked);
-  memcpy(out->ms, t->ms, (size_t)t->count * sizeof *t->ms);
-  double est[KT_MAX_RANKED];
   const long long l = t->problem.dim[3];
   /* The tuned problem as the tuner laid it out: natural leading
    * dimensions, aligned pointers, one entry. */
@@ -332,7 +328,17 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
   tp.M = t->problem.m, tp.N = t->problem.n, tp.K = t->problem.k, tp.batch = 1;
   tp.A = tp.B = (const void *)(uintptr_t)256, tp.C = (float *)(uintptr_t)256;
   tp.lda = tp.op_a == KT_OP_N ? tp.K : tp.M, tp.ldb = tp.op_b == KT_OP_N ? tp.N : tp.K, tp.ldc = tp.N;
-  const double repack_at = REPACK_MS * wgmma_repacks(&tp), repack_here = REPACK_MS * wgmma_repacks(x);
+  const int repacks_at = wgmma_repacks(&tp), repacks_here = wgmma_repacks(x);
+  /* The tuned shape itself, its operands repacked as they were: as measured. */
+  if (t->problem.m == x->M && t->problem.n == x->N && t->problem.k == x->K && x->batch == 1 &&
+      repacks_here == repacks_at)
+    return t;
+  /* The head and t's ranked entries, not the whole arrays (8 KB). */
+  memcpy(out, t, offsetof(kt_tuned, ranked));
+  memcpy(out->ranked, t->ranked, (size_t)t->count * sizeof *t->ranked);
+  memcpy(out->ms, t->ms, (size_t)t->count * sizeof *t->ms);
+  double est[KT_MAX_RANKED];
+  const double repack_at = REPACK_MS * repacks_at, repack_here = REPACK_MS * repacks_here;
   for (int i = 0; i < t->count; ++i) {
     const double at = cost(t->ranked[i], d, (int)tp.type, (int)tp.op_a, (int)tp.op_b, tp.M, tp.N, tp.K, 1);
     const double here = cost(t->ranked[i], d, (int)x->type, (int)x->op_a, (int)x->op_b, x->M, x->N, x->K, x->batch);

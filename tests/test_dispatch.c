@@ -1403,16 +1403,18 @@ Test(dispatch, a_repacked_short_k_call_goes_to_mma_sync)
   d.batch = 1, d.alpha = 1.0f;
   d.A = A16, d.B = B16, d.C = (float *)C16;
   kt_choice c;
-  const long long calls[][5] = {/* M, N, K, lda, 1: mma.sync goes first */
-                                {1280, 3194, 66, 66, 1},
-                                {2048, 2048, 64, 66, 1},
-                                {2048, 2048, 64, 64, 0},
-                                {2048, 2048, 1024, 1030, 0}};
+  const long long calls[][6] = {/* M, N, K, lda, ldb, 1: mma.sync goes first */
+                                {1280, 3194, 66, 66, 3200, 1},
+                                {2048, 2048, 64, 66, 2048, 1},
+                                {2048, 2048, 64, 64, 2048, 0},
+                                {2048, 2048, 1024, 1030, 2048, 0},
+                                {1024, 1024, 1024, 1024, 1024, 0},
+                                {1024, 1024, 1024, 1030, 1024, 0}};
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
     d.M = calls[i][0], d.N = calls[i][1], d.K = calls[i][2];
-    d.lda = calls[i][3], d.ldb = d.N, d.ldc = d.N;
+    d.lda = calls[i][3], d.ldb = calls[i][4], d.ldc = d.N;
     cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
-    cr_expect_str_eq(c.variant, calls[i][4] ? mma->name : wg->name, "%lldx%lldx%lld lda %lld: %s", calls[i][0],
+    cr_expect_str_eq(c.variant, calls[i][5] ? mma->name : wg->name, "%lldx%lldx%lld lda %lld: %s", calls[i][0],
                      calls[i][1], calls[i][2], calls[i][3], c.reason);
   }
   kt_close(ctx);
