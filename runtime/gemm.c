@@ -180,7 +180,7 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * tensor-core calls (bench_gemm's sweep, seeds 0, 6402, 101, 202; H100,
  * session 65) and on twelve aligned shapes with K of 64 or 128 that
  * wgmma wins (as the bench suite's), and judged on 192 others (seeds 303,
- * 404, 505, 606): dispatch / oracle 0.934 and 0.919 on the drawn calls,
+ * 404, 505, 606): dispatch / oracle 0.936 and 0.919 on the drawn calls,
  * 0.994 on the aligned shapes, where one FILL of 3 for all (and mma.sync
  * unpriced) reached 0.885, 0.885 and 0.994.  Priced the old way, mma.sync
  * looked 1.3 to 2 times faster than wgmma wherever the calls it won on
@@ -255,18 +255,17 @@ static geometry geometry_of(const kt_variant *v)
   return parse_geometry(v);
 }
 
-/* The model's cost of v on M x N x K x batch of `type` and ops, or 0 where
- * v has no such model.  The Hopper TF32 kernel
- * runs some op pairs as the transpose (kt_gemm_tf32_swaps), its tiles then
- * covering N x M. */
-static double cost(const kt_variant *v, const kt_device_info *d, int type, int op_a, int op_b, long long M,
-                   long long N, long long K, long long batch)
+/* The model's cost of v on M x N x K x batch of `type`, or 0 where v has
+ * no such model.  The Hopper TF32 kernel runs some calls as the transpose
+ * (`tf32_swap`: wgmma_tf32_swaps), its tiles then covering N x M. */
+static double cost(const kt_variant *v, const kt_device_info *d, int type, int tf32_swap, long long M, long long N,
+                   long long K, long long batch)
 {
   const geometry g = geometry_of(v);
   const int bm = g.bm, bn = g.bn, occ = g.occ, split = g.split;
   if (bm <= 0 || bn <= 0 || occ <= 0 || d->sm_count <= 0)
     return 0;
-  if (type == KT_GEMM_TF32 && g.wgmma && kt_gemm_tf32_swaps(op_a, op_b, M, N)) {
+  if (type == KT_GEMM_TF32 && g.wgmma && tf32_swap) {
     const long long m = M;
     M = N, N = m;
   }
@@ -293,6 +292,15 @@ static int tma_aligned(const void *p, int64_t ld, int64_t stride, int64_t batch,
          (batch == 1 || (stride * es % 16 == 0 && stride > 0 && stride * es < ((int64_t)1 << 40)));
 }
 
+/* Whether the wgmma launcher runs TF32 call x as its transpose: where TMA
+ * reads B in place MN-major and kt_gemm_tf32_swaps says so. */
+static int wgmma_tf32_swaps(const kt_matmul_desc *x)
+{
+  const int64_t nb = x->stride_b == 0 ? 1 : x->batch;
+  return x->op_b == KT_OP_N && tma_aligned(x->B, x->ldb, x->stride_b, nb, 4) &&
+         kt_gemm_tf32_swaps((int)x->op_a, (int)x->op_b, x->M, x->N);
+}
+
 /* How many operands the wgmma launcher repacks into K-major scratch for
  * call x, as its choose() decides (the sector rule aside): 16-bit types
  * those TMA cannot read in place; TF32 also an MN-major operand beyond the
@@ -305,7 +313,7 @@ static int wgmma_repacks(const kt_matmul_desc *x)
   if (es == 2)
     return !ala + !alb;
   const int kma = x->op_a == KT_OP_N, kmb = x->op_b == KT_OP_T;
-  const int swap = alb && !kmb && kt_gemm_tf32_swaps((int)x->op_a, (int)x->op_b, x->M, x->N);
+  const int swap = wgmma_tf32_swaps(x); /* alb && !kmb && kt_gemm_tf32_swaps */
   const int ta = swap || (ala && !kma);
   const int pa = swap ? !(ala && kma) : !(ala && (kma || ta)), pb = swap ? 0 : !(alb && kmb);
   return pa + pb;
@@ -339,9 +347,10 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
   memcpy(out->ms, t->ms, (size_t)t->count * sizeof *t->ms);
   double est[KT_MAX_RANKED];
   const double repack_at = REPACK_MS * repacks_at, repack_here = REPACK_MS * repacks_here;
+  const int swap_at = wgmma_tf32_swaps(&tp), swap_here = wgmma_tf32_swaps(x);
   for (int i = 0; i < t->count; ++i) {
-    const double at = cost(t->ranked[i], d, (int)tp.type, (int)tp.op_a, (int)tp.op_b, tp.M, tp.N, tp.K, 1);
-    const double here = cost(t->ranked[i], d, (int)x->type, (int)x->op_a, (int)x->op_b, x->M, x->N, x->K, x->batch);
+    const double at = cost(t->ranked[i], d, (int)tp.type, swap_at, tp.M, tp.N, tp.K, 1);
+    const double here = cost(t->ranked[i], d, (int)x->type, swap_here, x->M, x->N, x->K, x->batch);
     const double ms = t->ms[i];
     if (!(at > 0 && here > 0 && ms > 0)) {
       est[i] = INFINITY;

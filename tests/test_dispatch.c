@@ -1365,6 +1365,15 @@ Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
   cr_assert_str_eq(tf32_choice(ctx, KT_OP_T, 8192, 128, 4096, &c), small->name, "nt 8192x128: %s", c.reason);
   cr_assert_str_eq(tf32_choice(ctx, KT_OP_N, 128, 8192, 4096, &c), small->name, "nn 128x8192: %s", c.reason);
   cr_assert_str_eq(tf32_choice(ctx, KT_OP_T, 128, 8192, 4096, &c), big->name, "nt 128x8192: %s", c.reason);
+  /* The launcher swaps only where TMA reads B in place: on B's rows of 129
+   * floats (516 bytes) op N, N runs unswapped, its tiles M x N, as op T. */
+  kt_matmul_desc d;
+  memset(&d, 0, sizeof d);
+  d.type = KT_TF32, d.op_a = KT_OP_N, d.op_b = KT_OP_N;
+  d.M = 8192, d.N = 128, d.K = 4096, d.batch = 1, d.alpha = 1.0f;
+  d.A = A16, d.lda = d.K, d.B = B16, d.ldb = 129, d.C = (float *)C16, d.ldc = d.N;
+  cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
+  cr_assert_str_eq(c.variant, small->name, "nn 8192x128, ldb 129: %s", c.reason);
   kt_close(ctx);
 }
 
