@@ -132,6 +132,26 @@ static int read_suite(const char *path, shape *s, int max)
   return n;
 }
 
+/* Room for one more row of `size` bytes at the end of *rows (n of them,
+ * room for *cap, doubled from `first` as needed): the new row, n counting
+ * it; NULL after a message where memory runs out, the rows then freed. */
+static void *next_row(void **rows, int *n, int *cap, size_t size, int first)
+{
+  if (*n == *cap) {
+    const int c = *cap ? 2 * *cap : first;
+    void *p = realloc(*rows, size * (size_t)c);
+    if (!p) {
+      fprintf(stderr, "replay_dispatch: out of memory\n");
+      free(*rows);
+      *rows = NULL;
+      *n = *cap = 0;
+      return NULL;
+    }
+    *rows = p, *cap = c;
+  }
+  return (char *)*rows + size * (size_t)(*n)++;
+}
+
 /* A suite's every-variant table, in memory: shape and kind name a call
  * (one shape drawn twice with the same kind but other leading dimensions
  * would share its rows; no measured suite has one). */
@@ -163,17 +183,11 @@ static int read_times(const char *path, timing **out, int *n)
   while (fgets(line, sizeof line, f)) {
     if (split(line, x, 16) < nh)
       continue;
-    if (*n == cap) {
-      cap = cap ? 2 * cap : 4096;
-      timing *t = realloc(*out, sizeof *t * (size_t)cap);
-      if (!t) {
-        fprintf(stderr, "replay_dispatch: out of memory\n");
-        fclose(f);
-        return -1;
-      }
-      *out = t;
+    timing *t = next_row((void **)out, n, &cap, sizeof *t, 4096);
+    if (!t) {
+      fclose(f);
+      return -1;
     }
-    timing *t = &(*out)[(*n)++];
     snprintf(t->shape, sizeof t->shape, "%s", x[c[0]]);
     snprintf(t->kind, sizeof t->kind, "%s", x[c[1]]);
     snprintf(t->variant, sizeof t->variant, "%s", x[c[2]]);
@@ -277,19 +291,11 @@ static int read_gemm_sweep(const char *path, gemm_row **out, int *n)
   while (fgets(line, sizeof line, f)) {
     if (split(line, x, 32) < nh)
       continue;
-    if (*n == cap) {
-      cap = cap ? 2 * cap : 1024;
-      gemm_row *t = realloc(*out, sizeof *t * (size_t)cap);
-      if (!t) {
-        fprintf(stderr, "replay_dispatch: out of memory\n");
-        fclose(f);
-        free(*out);
-        *out = NULL;
-        return -1;
-      }
-      *out = t;
+    gemm_row *r = next_row((void **)out, n, &cap, sizeof *r, 1024);
+    if (!r) {
+      fclose(f);
+      return -1;
     }
-    gemm_row *r = &(*out)[(*n)++];
     const char *ty = x[c[1]], *ops = x[c[2]];
     r->call = atoi(x[c[0]]);
     r->type = strcmp(ty, "tf32") == 0 ? KT_TF32 : strcmp(ty, "bf16") == 0 ? KT_BF16 : strcmp(ty, "f16") == 0 ? KT_F16 : KT_F32;
@@ -299,7 +305,7 @@ static int read_gemm_sweep(const char *path, gemm_row **out, int *n)
     r->batch = atoi(x[c[6]]);
     r->lda = atoll(x[c[7]]), r->ldb = atoll(x[c[8]]);
     snprintf(r->variant, sizeof r->variant, "%s", x[c[9]]);
-    r->ms = strcmp(x[c[10]], "nan") == 0 ? NAN : atof(x[c[10]]);
+    r->ms = atof(x[c[10]]); /* "nan" where the variant failed */
   }
   fclose(f);
   return 0;
