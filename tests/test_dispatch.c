@@ -1322,26 +1322,33 @@ static const char *tf32_choice(kt_context *ctx, kt_op op_b, long long M, long lo
   return c->variant;
 }
 
-/* A context on a test GPU of 4 SMs (sm_90) whose database has tuned 4096^3
- * in each of `layouts` (kt_gemm_layout), with `a` at 1.00 ms and `b` a hair
- * behind at 1.01. */
-static kt_context *gemm_pair_tuned(const kt_variant *a, const kt_variant *b, const long long *layouts, int n)
+/* A context on a test GPU of `sms` SMs (sm_90) whose database has tuned
+ * size^3 in each of `layouts` (kt_gemm_layout), with `a` at a_ms and `b`
+ * at b_ms. */
+static kt_context *gemm_two_tuned(int sms, long long size, const kt_variant *a, double a_ms, const kt_variant *b,
+                                  double b_ms, const long long *layouts, int n)
 {
   char path[PATH_MAX];
   kt_test_path(path, sizeof path, "tune.db");
   kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  dev.sm_count = 4;
+  dev.sm_count = sms;
   kt_device_fingerprint(&dev);
   for (int i = 0; i < n; ++i) {
     kt_problem p;
     memset(&p, 0, sizeof p);
     p.family = KT_FAMILY_GEMM;
-    p.m = p.n = p.k = 4096;
+    p.m = p.n = p.k = size;
     p.dim[3] = layouts[i];
-    kt_measurement m[2] = {kt_test_measure(a, p, "ok", 1.00), kt_test_measure(b, p, "ok", 1.01)};
+    kt_measurement m[2] = {kt_test_measure(a, p, "ok", a_ms), kt_test_measure(b, p, "ok", b_ms)};
     cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
   }
   return open_described(&dev, path, NULL);
+}
+
+/* 4 SMs, 4096^3 tuned, `a` at 1.00 ms and `b` a hair behind at 1.01. */
+static kt_context *gemm_pair_tuned(const kt_variant *a, const kt_variant *b, const long long *layouts, int n)
+{
+  return gemm_two_tuned(4, 4096, a, 1.00, b, 1.01, layouts, n);
 }
 
 /* The Hopper TF32 kernel runs op N, N as its transpose, C^T = B^T A^T
@@ -1393,19 +1400,8 @@ Test(dispatch, a_repacked_short_k_call_goes_to_mma_sync)
   const kt_variant *mma = kt_registry_find("gemm_mma_bf16_64x64x32_wp2x2_s4_g8", NULL);
   if (!wg || !mma)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
-  char path[PATH_MAX];
-  kt_test_path(path, sizeof path, "tune.db");
-  kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  dev.sm_count = 132;
-  kt_device_fingerprint(&dev);
-  kt_problem p;
-  memset(&p, 0, sizeof p);
-  p.family = KT_FAMILY_GEMM;
-  p.m = p.n = p.k = 1024;
-  p.dim[3] = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
-  kt_measurement m[2] = {kt_test_measure(wg, p, "ok", 0.0130), kt_test_measure(mma, p, "ok", 0.0237)};
-  cr_assert_eq(kt_test_tune(path, &dev, m, 2, p), 2);
-  kt_context *ctx = open_described(&dev, path, NULL);
+  const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
+  kt_context *ctx = gemm_two_tuned(132, 1024, wg, 0.0130, mma, 0.0237, &layout, 1);
   kt_matmul_desc d;
   memset(&d, 0, sizeof d);
   d.type = KT_BF16, d.op_a = KT_OP_N, d.op_b = KT_OP_N;
