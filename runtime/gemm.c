@@ -283,40 +283,29 @@ static double cost(const kt_variant *v, const kt_device_info *d, int type, int t
   return time * bm * bn / occ;
 }
 
-/* Whether TMA reads an operand in place: as the wgmma launcher's aligned()
- * (templates/gemm_wgmma.cu.tpl), 16-byte aligned start, row stride and
- * batch stride (where there is more than one entry). */
-static int tma_aligned(const void *p, int64_t ld, int64_t stride, int64_t batch, int es)
+/* How the wgmma launcher lays out call x (kt_gemm_wgmma_choose, the sector
+ * rule aside). */
+static kt_gemm_wgmma_layout wgmma_layout(const kt_matmul_desc *x)
 {
-  return (uintptr_t)p % 16 == 0 && ld * es % 16 == 0 && ld * es < ((int64_t)1 << 40) &&
-         (batch == 1 || (stride * es % 16 == 0 && stride > 0 && stride * es < ((int64_t)1 << 40)));
+  const int es = kt_gemm_elem_bytes((int)x->type);
+  const long long na = x->stride_a == 0 ? 1 : x->batch, nb = x->stride_b == 0 ? 1 : x->batch;
+  const int ala = kt_gemm_tma_addressable(x->A, x->lda, x->stride_a, na, es);
+  const int alb = kt_gemm_tma_addressable(x->B, x->ldb, x->stride_b, nb, es);
+  return kt_gemm_wgmma_choose(es, (int)x->op_a, (int)x->op_b, x->M, x->N, ala, alb);
 }
 
-/* Whether the wgmma launcher runs TF32 call x as its transpose: where TMA
- * reads B in place MN-major and kt_gemm_tf32_swaps says so. */
+/* Whether the wgmma launcher runs TF32 call x as its transpose. */
 static int wgmma_tf32_swaps(const kt_matmul_desc *x)
 {
-  const int64_t nb = x->stride_b == 0 ? 1 : x->batch;
-  return x->op_b == KT_OP_N && tma_aligned(x->B, x->ldb, x->stride_b, nb, 4) &&
-         kt_gemm_tf32_swaps((int)x->op_a, (int)x->op_b, x->M, x->N);
+  return wgmma_layout(x).swap;
 }
 
 /* How many operands the wgmma launcher repacks into K-major scratch for
- * call x, as its choose() decides (the sector rule aside): 16-bit types
- * those TMA cannot read in place; TF32 also an MN-major operand beyond the
- * one it reads through registers.  Keep in step with the launcher. */
+ * call x. */
 static int wgmma_repacks(const kt_matmul_desc *x)
 {
-  const int es = kt_gemm_elem_bytes((int)x->type);
-  const int64_t na = x->stride_a == 0 ? 1 : x->batch, nb = x->stride_b == 0 ? 1 : x->batch;
-  const int ala = tma_aligned(x->A, x->lda, x->stride_a, na, es), alb = tma_aligned(x->B, x->ldb, x->stride_b, nb, es);
-  if (es == 2)
-    return !ala + !alb;
-  const int kma = x->op_a == KT_OP_N, kmb = x->op_b == KT_OP_T;
-  const int swap = wgmma_tf32_swaps(x); /* alb && !kmb && kt_gemm_tf32_swaps */
-  const int ta = swap || (ala && !kma);
-  const int pa = swap ? !(ala && kma) : !(ala && (kma || ta)), pb = swap ? 0 : !(alb && kmb);
-  return pa + pb;
+  const kt_gemm_wgmma_layout l = wgmma_layout(x);
+  return l.pack_a + l.pack_b;
 }
 
 /* t, its ranking re-ordered by the model's estimate at the call, into out;

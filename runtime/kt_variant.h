@@ -213,6 +213,46 @@ static inline int kt_gemm_tf32_swaps(int op_a, int op_b, long long M, long long 
   return op_b == KT_GEMM_OP_N && (op_a == KT_GEMM_OP_N || M <= N);
 }
 
+/* Can TMA read an operand where it lies: a 16-byte aligned start, row
+ * stride and (for more than one entry) batch stride, each under 2^40
+ * bytes?  es: bytes per element.  Where it cannot, the Hopper kernels read
+ * the operand from K-major scratch (kt_gemm_wgmma_choose). */
+static inline int kt_gemm_tma_addressable(const void *p, long long ld, long long stride, long long entries, int es)
+{
+  return (unsigned long long)p % 16 == 0 && ld * es % 16 == 0 && ld * es < (1LL << 40) &&
+         (entries == 1 || (stride * es % 16 == 0 && stride > 0 && stride * es < (1LL << 40)));
+}
+
+/* How the Hopper (wgmma) launcher reads each operand of a call, given which
+ * operands TMA can read in place (ala, alb: kt_gemm_tma_addressable, less
+ * any that kt_gemm_sector_repack sends to scratch):
+ *   - ta, tb: the kernel reads its A, B MN-major (16-bit types: in shared
+ *     memory; TF32: A through registers, tb never);
+ *   - swap: TF32 run as its transpose (kt_gemm_tf32_swaps), the kernel's
+ *     A being op(B)^T and its B op(A);
+ *   - pack_a, pack_b: the kernel's A, B come from K-major scratch.
+ * 16-bit types repack only what TMA cannot address; TF32 also an MN-major
+ * operand beyond the one it reads through registers.  The launcher and
+ * dispatch's cost model (runtime/gemm.c) both decide here. */
+typedef struct {
+  int ta, tb, swap, pack_a, pack_b;
+} kt_gemm_wgmma_layout;
+static inline kt_gemm_wgmma_layout kt_gemm_wgmma_choose(int es, int op_a, int op_b, long long M, long long N, int ala,
+                                                        int alb)
+{
+  const int kma = op_a == KT_GEMM_OP_N, kmb = op_b == KT_GEMM_OP_T;
+  kt_gemm_wgmma_layout l = {0, 0, 0, 0, 0};
+  if (es == 2) {
+    l.ta = ala && !kma, l.tb = alb && !kmb;
+  } else {
+    l.swap = alb && !kmb && kt_gemm_tf32_swaps(op_a, op_b, M, N);
+    l.ta = l.swap || (ala && !kma);
+  }
+  l.pack_a = l.swap ? !(ala && kma) : !(ala && (kma || l.ta));
+  l.pack_b = l.swap ? 0 : !(alb && (kmb || l.tb));
+  return l;
+}
+
 /* Row strides that start 16 bytes into a 32-byte sector.  The Hopper
  * kernels load each operand in TMA rows of 128 bytes; on such a stride a
  * row touches five sectors instead of four, and the operand moves 25% more

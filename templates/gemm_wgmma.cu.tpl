@@ -725,17 +725,6 @@ static cudaError_t make_map(CUtensorMap *map, const void *p, int mn, int rows, i
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// Can TMA address this operand where it is: a 16-byte aligned base, rows
-// and batches, strides under 2^40 bytes?  (batch 1 for an operand shared
-// by the batch.)  (TF32 read in place is truncated to TF32 by the tensor
-// cores, where the repack rounds it to nearest: kt_tune_gemm_bound allows
-// both.)
-static bool aligned(const void *p, long long ld, long long stride, int batch)
-{
-  return ((unsigned long long)p % 16) == 0 && (ld * ES) % 16 == 0 && ld * ES < (1LL << 40) &&
-         (batch == 1 || ((stride * ES) % 16 == 0 && stride > 0 && stride * ES < (1LL << 40)));
-}
-
 // The kernel for each layout (index 2 * TA + TB, or for TF32 2 * TA + CT),
 // and its per-device setup, and the split-K sum that goes with it.
 typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, float *, long long, long long, int, int, int, float, float, int,
@@ -764,29 +753,26 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
 
   /* How each operand is read: in place, MN-major in place (ta, tb), or
    * from K-major scratch (pack_a, pack_b: rows of kp elements, K rounded up
-   * to 128 bytes, from the scratch pool).  16-bit types: everything TMA can
-   * address in place.  TF32: K-major in place; MN-major in place through
-   * registers, one operand at most (kt_gemm_tf32_swaps picks B, by
-   * swapping the roles, or A). */
+   * to 128 bytes, from the scratch pool), as kt_gemm_wgmma_choose decides:
+   * 16-bit types everything TMA can address in place; TF32 K-major in
+   * place, and MN-major in place through registers, one operand at most.
+   * (TF32 read in place is truncated to TF32 by the tensor cores, where the
+   * repack rounds it to nearest: kt_tune_gemm_bound allows both.) */
   const int kma = a->op_a == KT_GEMM_OP_N, kmb = a->op_b == KT_GEMM_OP_T;
   /* An operand whose batch stride is 0 is one matrix for the whole batch:
    * read, or repacked, once (na, nb entries of each). */
   const int na = a->stride_a == 0 ? 1 : a->batch, nb = a->stride_b == 0 ? 1 : a->batch;
-  bool ala = aligned(a->A, a->lda, a->stride_a, na), alb = aligned(a->B, a->ldb, a->stride_b, nb);
+  bool ala = kt_gemm_tma_addressable(a->A, a->lda, a->stride_a, na, ES),
+       alb = kt_gemm_tma_addressable(a->B, a->ldb, a->stride_b, nb, ES);
   int ta = 0, tb = 0, swap = 0, M = 0, N = 0, splits = 1;
   bool pack_a = false, pack_b = false;
   long long work = 0;
   const int ktiles = (a->K + BK - 1) / BK;
   /* The layout for operands that TMA can (ala, alb) or cannot read in place. */
   auto choose = [&]() {
-    if (ES == 2) {
-      ta = ala && !kma, tb = alb && !kmb;
-    } else {
-      swap = alb && !kmb && kt_gemm_tf32_swaps(a->op_a, a->op_b, a->M, a->N);
-      ta = swap || (ala && !kma), tb = 0;
-    }
+    const kt_gemm_wgmma_layout l = kt_gemm_wgmma_choose(ES, a->op_a, a->op_b, a->M, a->N, ala, alb);
+    ta = l.ta, tb = l.tb, swap = l.swap, pack_a = l.pack_a, pack_b = l.pack_b;
     /* Swapped, the kernel's A is op(B)^T (N x K) and its B is op(A) (M x K). */
-    pack_a = swap ? !(ala && kma) : !(ala && (kma || ta)), pack_b = swap ? false : !(alb && (kmb || tb));
     M = swap ? a->N : a->M, N = swap ? a->M : a->N;
     work = (long long)((M + BM - 1) / BM) * ((N + BN - 1) / BN) * a->batch;
     splits = kt_gemm_splits(work, ktiles, a->sm_count, OCC, SPLIT);
