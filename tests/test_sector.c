@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tests/test_sector.c: which operands the Hopper launchers repack because
  * their row stride starts 16 bytes into a 32-byte sector
- * (kt_gemm_sector_repack, runtime/kt_variant.h).  Host arithmetic only; the
+ * (kt_gemm_sector_repack, runtime/kt_variant.h), and how they read each
+ * operand otherwise (kt_gemm_wgmma_choose).  Host arithmetic only; the
  * GPU side (results on such strides, repacked or not) is test_gemm's.
  *
  *   make build/tests/test_sector && build/tests/test_sector
@@ -136,4 +137,75 @@ Test(sector, degenerate_arguments_repack_nothing)
   cr_assert_not(kt_gemm_sector_repack(16, 100, 128, 128, 1000, SMS, 1, 0.0));
   cr_assert_not(kt_gemm_sector_repack(16, 100, 128, 128, 1000, SMS, 1, NAN));
   cr_assert_not(kt_gemm_sector_repack(-16, 100, 128, 128, 1000, SMS, 1, 1.0));
+}
+
+/* ---- how the Hopper launcher reads each operand (kt_gemm_wgmma_choose) ---- */
+
+TestSuite(wgmma_layout);
+
+#define P16 ((const void *)(uintptr_t)256) /* a 16-byte aligned pointer */
+
+Test(wgmma_layout, tma_addresses_16_byte_aligned_rows_and_batches_only)
+{
+  cr_assert(kt_gemm_tma_addressable(P16, 8, 0, 1, 2));                           /* 16-byte rows */
+  cr_assert_not(kt_gemm_tma_addressable(P16, 7, 0, 1, 2));                       /* 14-byte rows */
+  cr_assert(kt_gemm_tma_addressable(P16, 4, 0, 1, 4));                           /* FP32: 4 elements */
+  cr_assert_not(kt_gemm_tma_addressable((const char *)P16 + 4, 4, 0, 1, 4));     /* base off 16 */
+  cr_assert(kt_gemm_tma_addressable(P16, 8, 3, 1, 2));                           /* one entry: no stride */
+  cr_assert_not(kt_gemm_tma_addressable(P16, 8, 3, 2, 2));                       /* batch stride of 6 bytes */
+  cr_assert_not(kt_gemm_tma_addressable(P16, 8, 0, 2, 2));                       /* stride 0 is not an entry's */
+  cr_assert(kt_gemm_tma_addressable(P16, 8, 64, 2, 2));
+  cr_assert_not(kt_gemm_tma_addressable(P16, 1LL << 38, 0, 1, 4));             /* 2^40 bytes a row */
+}
+
+/* 16-bit types: wgmma reads either layout from shared memory, so only an
+ * operand TMA cannot address is repacked, and an MN-major one read in place
+ * is read transposed. */
+Test(wgmma_layout, sixteen_bit_types_repack_only_what_tma_cannot_address)
+{
+  for (int op_a = 0; op_a < 2; ++op_a)
+    for (int op_b = 0; op_b < 2; ++op_b)
+      for (int ala = 0; ala < 2; ++ala)
+        for (int alb = 0; alb < 2; ++alb) {
+          const kt_gemm_wgmma_layout l = kt_gemm_wgmma_choose(2, op_a, op_b, 300, 200, ala, alb);
+          cr_assert_eq(l.swap, 0);
+          cr_assert_eq(l.pack_a, !ala, "op %d%d, addressable %d%d", op_a, op_b, ala, alb);
+          cr_assert_eq(l.pack_b, !alb, "op %d%d, addressable %d%d", op_a, op_b, ala, alb);
+          cr_assert_eq(l.ta, ala && op_a == KT_GEMM_OP_T);
+          cr_assert_eq(l.tb, alb && op_b == KT_GEMM_OP_N);
+        }
+}
+
+/* TF32: K-major in shared memory only, one MN-major operand through
+ * registers (the kernel's A, swapped in where op(B) is that operand). */
+Test(wgmma_layout, tf32_reads_one_mn_major_operand_through_registers)
+{
+  const int N = KT_GEMM_OP_N, T = KT_GEMM_OP_T;
+  kt_gemm_wgmma_layout l = kt_gemm_wgmma_choose(4, N, N, 300, 200, 1, 1); /* op(B) MN-major: swapped */
+  cr_assert(l.swap && l.ta && !l.pack_a && !l.pack_b);
+  l = kt_gemm_wgmma_choose(4, N, T, 300, 200, 1, 1); /* both K-major */
+  cr_assert(!l.swap && !l.ta && !l.pack_a && !l.pack_b);
+  l = kt_gemm_wgmma_choose(4, T, T, 300, 200, 1, 1); /* op(A) MN-major through registers */
+  cr_assert(!l.swap && l.ta && !l.pack_a && !l.pack_b);
+  /* op T, N: both MN-major; the smaller side's operand is repacked. */
+  l = kt_gemm_wgmma_choose(4, T, N, 200, 300, 1, 1);
+  cr_assert(l.swap && l.ta && l.pack_a && !l.pack_b);
+  l = kt_gemm_wgmma_choose(4, T, N, 300, 200, 1, 1);
+  cr_assert(!l.swap && l.ta && !l.pack_a && l.pack_b);
+  /* op N, N with a B that TMA cannot address: not swapped, B repacked. */
+  l = kt_gemm_wgmma_choose(4, N, N, 300, 200, 1, 0);
+  cr_assert(!l.swap && !l.ta && !l.pack_a && l.pack_b);
+  /* op T, T with an A that TMA cannot address: A repacked K-major. */
+  l = kt_gemm_wgmma_choose(4, T, T, 300, 200, 0, 1);
+  cr_assert(!l.swap && !l.ta && l.pack_a && !l.pack_b);
+  for (int op_a = 0; op_a < 2; ++op_a)
+    for (int op_b = 0; op_b < 2; ++op_b)
+      for (int ala = 0; ala < 2; ++ala)
+        for (int alb = 0; alb < 2; ++alb) {
+          l = kt_gemm_wgmma_choose(4, op_a, op_b, 300, 200, ala, alb);
+          cr_assert_eq(l.tb, 0);
+          cr_assert(!l.swap || !l.pack_b, "swapped, op(B) is read in place");
+          cr_assert(ala || l.pack_a, "an A TMA cannot address is repacked");
+          cr_assert(alb || l.pack_b, "a B TMA cannot address is repacked");
+        }
 }
