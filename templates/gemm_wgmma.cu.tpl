@@ -375,9 +375,10 @@ static __device__ __forceinline__ void consumer_sync(int c)
 }
 
 // TA, TB: the operands' layouts (above); CT: C^T is computed (M, N, A and B
-// are the launcher's swapped ones) and stored transposed.  RA: A from
-// registers (TF32 with A MN-major).
-template <int TA, int TB, int CT>
+// are the launcher's swapped ones) and stored transposed.  Q: C's rows (ldc,
+// stride_c, C) are 16-byte aligned, and the epilogue stores 16 bytes at a
+// time.  RA: A from registers (TF32 with A MN-major).
+template <int TA, int TB, int CT, int Q>
 __global__ void __launch_bounds__(THREADS, OCC)
 $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b, float *__restrict__ C,
         long long ldc, long long stride_c, int M, int N, int K, float alpha, float beta, int batch, int kper,
@@ -458,7 +459,6 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
 @ end
     const int c = wg - 1; // this consumer's rows: c * RM ... + RM
     const int wp = t / 32, l = t % 32;
-    const bool quads = ((ldc | stride_c) % 4 == 0) && (((unsigned long long)C & 15) == 0);
     unsigned it = 0;
     // Hands stage s back to the producers of every block of the cluster.
     auto release = [&](int s) {
@@ -563,7 +563,12 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
        * (EPI_LDT floats apart; with the order of each thread's two rows
        * swapped on half the lanes, a warp's 4-byte stores hit 32 banks),
        * and read back 4 tile rows at a time, which are 4 consecutive floats
-       * of one row of C.
+       * of one row of C.  Where C's rows are not 16-byte aligned (Q 0: a
+       * row stride or base a user's may have), each warp reads and stores
+       * 32 consecutive floats of one row of C instead.  Q is a template
+       * parameter rather than a branch: both store paths in one kernel
+       * made the aligned one 3 to 43% slower on short-K calls (session 66,
+       * H200; the persistent tiles most), as a larger kernel has before.
        */
       float *Cb = C + (long long)at.b * stride_c;
       float *buf = epi + c * 64 * EPI_LD;
@@ -585,13 +590,24 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
                       hs ? d[mi][4 * (4 * q + jj) + 2 + e] : d[mi][4 * (4 * q + jj) + e];
                 }
             consumer_sync(c);
-            // C[col0 + j][row0 + R ... + 3] = the tile's (R ... R + 3, j).
+            if constexpr (Q) {
+              // C[col0 + j][row0 + R ... + 3] = the tile's (R ... R + 3, j).
 #pragma unroll
-            for (int n = 0; n < 4; ++n) {
-              const int j = 8 * n + 2 * wp + l / 16, R = 4 * (l % 16);
-              const float4 x = *(const float4 *)&buf[j * EPI_LDT + R];
-              const float v[4] = {x.x, x.y, x.z, x.w};
-              store_run<4>(Cb, ldc, col0 + j, row0 + R, N, M, v, alpha, beta, quads);
+              for (int n = 0; n < 4; ++n) {
+                const int j = 8 * n + 2 * wp + l / 16, R = 4 * (l % 16);
+                const float4 x = *(const float4 *)&buf[j * EPI_LDT + R];
+                const float v[4] = {x.x, x.y, x.z, x.w};
+                store_run<4>(Cb, ldc, col0 + j, row0 + R, N, M, v, alpha, beta, true);
+              }
+            } else {
+              // C's rows not 16-byte aligned: a warp stores 32 consecutive
+              // floats of one row, C[col0 + j][row0 + R], R = 32h + l.
+#pragma unroll 1
+              for (int i = 0; i < 16; ++i) {
+                const int j = 4 * (i / 2) + wp, R = 32 * (i % 2) + l;
+                const float v[1] = {buf[j * EPI_LDT + R]};
+                store_run<1>(Cb, ldc, col0 + j, row0 + R, N, M, v, alpha, beta, false);
+              }
             }
           } else {
 #pragma unroll
@@ -601,12 +617,25 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
                 *(float2 *)&buf[(16 * wp + l / 4 + 8 * h) * EPI_LD + 8 * jj + 2 * (l % 4)] =
                     make_float2(d[mi][4 * (4 * q + jj) + 2 * h], d[mi][4 * (4 * q + jj) + 2 * h + 1]);
             consumer_sync(c);
+            if constexpr (Q) {
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const int R = 16 * i + t / 8;
-              const float4 x = *(const float4 *)&buf[row_acc<RA>(R) * EPI_LD + 4 * (t % 8)];
-              const float v[4] = {x.x, x.y, x.z, x.w};
-              store_run<4>(Cb, ldc, row0 + R, col0 + 4 * (t % 8), M, N, v, alpha, beta, quads);
+              for (int i = 0; i < 4; ++i) {
+                const int R = 16 * i + t / 8;
+                const float4 x = *(const float4 *)&buf[row_acc<RA>(R) * EPI_LD + 4 * (t % 8)];
+                const float v[4] = {x.x, x.y, x.z, x.w};
+                store_run<4>(Cb, ldc, row0 + R, col0 + 4 * (t % 8), M, N, v, alpha, beta, true);
+              }
+            } else {
+              // C's rows not 16-byte aligned: a warp stores 32 consecutive
+              // floats of one tile row (one 4-byte store a lane, 128
+              // contiguous bytes a warp, where four lanes' float4s split
+              // into single floats would touch four rows' sectors).
+#pragma unroll 1
+              for (int i = 0; i < 16; ++i) {
+                const int R = 4 * i + wp;
+                const float v[1] = {buf[row_acc<RA>(R) * EPI_LD + l]};
+                store_run<1>(Cb, ldc, row0 + R, col0 + l, M, N, v, alpha, beta, false);
+              }
             }
           }
         }
@@ -725,25 +754,28 @@ static cudaError_t make_map(CUtensorMap *map, const void *p, int mn, int rows, i
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
-// The kernel for each layout (index 2 * TA + TB, or for TF32 2 * TA + CT),
-// and its per-device setup, and the split-K sum that goes with it.
+// The kernel for each layout (index 2 * TA + TB, or for TF32 2 * TA + CT)
+// and C's alignment (kernel index 2 * layout + Q: C's rows 16-byte
+// aligned), its per-device setup, and each layout's split-K sum.
 typedef void (*kernel_fn)(CUtensorMap, CUtensorMap, float *, long long, long long, int, int, int, float, float, int,
                           int, float *, int);
 typedef void (*reduce_fn)(const float4 *, float *, long long, long long, int, int, float, float, long long, int);
 @ if es == 2 then
-static const kernel_fn kernels[4] = {$(name)<0, 0, 0>, $(name)<0, 1, 0>, $(name)<1, 0, 0>, $(name)<1, 1, 0>};
+static const kernel_fn kernels[8] = {$(name)<0, 0, 0, 0>, $(name)<0, 0, 0, 1>, $(name)<0, 1, 0, 0>, $(name)<0, 1, 0, 1>,
+                                     $(name)<1, 0, 0, 0>, $(name)<1, 0, 0, 1>, $(name)<1, 1, 0, 0>, $(name)<1, 1, 0, 1>};
 static const reduce_fn reduces[4] = {$(name)_reduce<0, 0>, $(name)_reduce<0, 0>, $(name)_reduce<0, 0>,
                                      $(name)_reduce<0, 0>};
 @ else
 // TF32: both K-major; -; A MN-major (from registers); the transpose, op(B)
 // MN-major (from registers).
-static const kernel_fn kernels[4] = {$(name)<0, 0, 0>, NULL, $(name)<1, 0, 0>, $(name)<1, 0, 1>};
+static const kernel_fn kernels[8] = {$(name)<0, 0, 0, 0>, $(name)<0, 0, 0, 1>, NULL, NULL,
+                                     $(name)<1, 0, 0, 0>, $(name)<1, 0, 0, 1>, $(name)<1, 0, 1, 0>, $(name)<1, 0, 1, 1>};
 static const reduce_fn reduces[4] = {$(name)_reduce<0, 0>, NULL, $(name)_reduce<1, 0>, $(name)_reduce<1, 1>};
 @ end
-static kt_launch_once once[4];
-// Clusters of CLUSTER blocks that run at once, per layout and device (0:
+static kt_launch_once once[8];
+// Clusters of CLUSTER blocks that run at once, per kernel and device (0:
 // not yet asked; persistent clustered variants only).
-static int active_clusters[4][KT_LAUNCH_MAX_DEVICES];
+static int active_clusters[8][KT_LAUNCH_MAX_DEVICES];
 
 extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
 {
@@ -794,10 +826,12 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     }
   }
   const int layout = ES == 2 ? 2 * ta + tb : 2 * ta + swap;
-  const kernel_fn kernel = kernels[layout];
+  const int quads = (a->ldc | a->stride_c) % 4 == 0 && (unsigned long long)a->C % 16 == 0;
+  const int ki = 2 * layout + quads;
+  const kernel_fn kernel = kernels[ki];
   const int kper = (ktiles + splits - 1) / splits;
   const size_t smem = (size_t)STAGES * STAGE_BYTES + 2 * STAGES * 8 + 1024;
-  cudaError_t err = kt_launch_prepare(&once[layout], (const void *)kernel, smem, 0, 0, NULL);
+  cudaError_t err = kt_launch_prepare(&once[ki], (const void *)kernel, smem, 0, 0, NULL);
   if (err != cudaSuccess)
     return (int)err;
   /* Rows of the repacked operands: K rounded up to 128 bytes, so that no
@@ -863,14 +897,14 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
     int dev = 0, n = 0;
     err = cudaGetDevice(&dev);
     if (err == cudaSuccess && dev >= 0 && dev < KT_LAUNCH_MAX_DEVICES)
-      n = __atomic_load_n(&active_clusters[layout][dev], __ATOMIC_RELAXED);
+      n = __atomic_load_n(&active_clusters[ki][dev], __ATOMIC_RELAXED);
     if (err == cudaSuccess && n == 0) {
       cfg.gridDim = dim3((unsigned)(cap * CLUSTER));
       err = cudaOccupancyMaxActiveClusters(&n, (const void *)kernel, &cfg);
       if (err == cudaSuccess && n < 1)
         err = cudaErrorInvalidConfiguration; /* not one cluster fits: say so rather than hang */
       if (err == cudaSuccess && dev >= 0 && dev < KT_LAUNCH_MAX_DEVICES)
-        __atomic_store_n(&active_clusters[layout][dev], n, __ATOMIC_RELAXED);
+        __atomic_store_n(&active_clusters[ki][dev], n, __ATOMIC_RELAXED);
     }
     if (n > 0 && n < cap)
       cap = n;
