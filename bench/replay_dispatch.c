@@ -152,6 +152,28 @@ static void *next_row(void **rows, int *n, int *cap, size_t size, int first)
   return (char *)*rows + size * (size_t)(*n)++;
 }
 
+/* Opens the table at path, reads its header into line (len bytes, split
+ * into h, at most maxh fields: *nh) and finds the columns named names[0..n)
+ * (their indices in c).  NULL after a message where the file cannot be
+ * read or lacks one of them (`what` names the table it should be). */
+static FILE *open_table(const char *path, const char *what, char *line, int len, char **h, int maxh, int *nh,
+                        const char *const *names, int n, int *c)
+{
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "replay_dispatch: %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  *nh = fgets(line, len, f) ? split(line, h, maxh) : 0;
+  for (int i = 0; i < n; ++i)
+    if ((c[i] = column(h, *nh, names[i])) < 0) {
+      fprintf(stderr, "replay_dispatch: %s: not a %s (no column %s)\n", path, what, names[i]);
+      fclose(f);
+      return NULL;
+    }
+  return f;
+}
+
 /* A suite's every-variant table, in memory: shape and kind name a call
  * (one shape drawn twice with the same kind but other leading dimensions
  * would share its rows; no measured suite has one). */
@@ -166,19 +188,12 @@ static int read_times(const char *path, timing **out, int *n)
 {
   *out = NULL;
   *n = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "replay_dispatch: %s: %s\n", path, strerror(errno));
-    return -1;
-  }
+  static const char *const names[] = {"shape", "kind", "variant", "ms"};
   char line[1024], *h[16], *x[16];
-  const int nh = fgets(line, sizeof line, f) ? split(line, h, 16) : 0;
-  const int c[4] = {column(h, nh, "shape"), column(h, nh, "kind"), column(h, nh, "variant"), column(h, nh, "ms")};
-  if (c[0] < 0 || c[1] < 0 || c[2] < 0 || c[3] < 0) {
-    fprintf(stderr, "replay_dispatch: %s: not a bench_matmul_random variants table\n", path);
-    fclose(f);
+  int nh, c[4];
+  FILE *f = open_table(path, "bench_matmul_random variants table", line, sizeof line, h, 16, &nh, names, 4, c);
+  if (!f)
     return -1;
-  }
   int cap = 0;
   while (fgets(line, sizeof line, f)) {
     if (split(line, x, 16) < nh)
@@ -272,21 +287,12 @@ static int read_gemm_sweep(const char *path, gemm_row **out, int *n)
 {
   *out = NULL;
   *n = 0;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "replay_dispatch: %s: %s\n", path, strerror(errno));
-    return -1;
-  }
-  char line[1024], *h[32], *x[32];
-  const int nh = fgets(line, sizeof line, f) ? split(line, h, 32) : 0;
   static const char *const names[] = {"call", "type", "ops", "m", "n", "k", "batch", "lda", "ldb", "variant", "ms"};
-  int c[11];
-  for (int i = 0; i < 11; ++i)
-    if ((c[i] = column(h, nh, names[i])) < 0) {
-      fprintf(stderr, "replay_dispatch: %s: not a bench_gemm sweep table (no column %s)\n", path, names[i]);
-      fclose(f);
-      return -1;
-    }
+  char line[1024], *h[32], *x[32];
+  int nh, c[11];
+  FILE *f = open_table(path, "bench_gemm sweep table", line, sizeof line, h, 32, &nh, names, 11, c);
+  if (!f)
+    return -1;
   int cap = 0;
   while (fgets(line, sizeof line, f)) {
     if (split(line, x, 32) < nh)
