@@ -1309,14 +1309,23 @@ Test(dispatch, gemm_nearest_prefers_the_calls_layout)
   cr_assert_neq(ops->parse("4096x4096x4096 bf16 nn x", &p), KT_OK);
 }
 
-/* The TF32 choice of kt_matmul_ex at M x N on dev, with op(B) op_b. */
-static const char *tf32_choice(kt_context *ctx, kt_op op_b, long long M, long long N, long long K, kt_choice *c)
+/* A tensor-core call of one entry, alpha 1, on the 16-byte aligned
+ * stand-in pointers with natural leading dimensions. */
+static kt_matmul_desc gemm_desc(kt_dtype type, kt_op op_a, kt_op op_b, long long M, long long N, long long K)
 {
   kt_matmul_desc d;
   memset(&d, 0, sizeof d);
-  d.type = KT_TF32, d.op_a = KT_OP_N, d.op_b = op_b;
+  d.type = type, d.op_a = op_a, d.op_b = op_b;
   d.M = M, d.N = N, d.K = K, d.batch = 1, d.alpha = 1.0f;
-  d.A = A16, d.lda = K, d.B = B16, d.ldb = op_b == KT_OP_N ? N : K, d.C = (float *)C16, d.ldc = N;
+  d.A = A16, d.lda = op_a == KT_OP_N ? K : M, d.B = B16, d.ldb = op_b == KT_OP_N ? N : K;
+  d.C = (float *)C16, d.ldc = N;
+  return d;
+}
+
+/* The TF32 choice of kt_matmul_ex at M x N on dev, with op(B) op_b. */
+static const char *tf32_choice(kt_context *ctx, kt_op op_b, long long M, long long N, long long K, kt_choice *c)
+{
+  const kt_matmul_desc d = gemm_desc(KT_TF32, KT_OP_N, op_b, M, N, K);
   const int rc = kt_matmul_ex_choice(ctx, &d, c);
   cr_assert_eq(rc, KT_OK, "kt_matmul_ex_choice: %s", kt_strerror(rc));
   return c->variant;
@@ -1374,11 +1383,8 @@ Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
   cr_assert_str_eq(tf32_choice(ctx, KT_OP_T, 128, 8192, 4096, &c), big->name, "nt 128x8192: %s", c.reason);
   /* The launcher swaps only where TMA reads B in place: on B's rows of 129
    * floats (516 bytes) op N, N runs unswapped, its tiles M x N, as op T. */
-  kt_matmul_desc d;
-  memset(&d, 0, sizeof d);
-  d.type = KT_TF32, d.op_a = KT_OP_N, d.op_b = KT_OP_N;
-  d.M = 8192, d.N = 128, d.K = 4096, d.batch = 1, d.alpha = 1.0f;
-  d.A = A16, d.lda = d.K, d.B = B16, d.ldb = 129, d.C = (float *)C16, d.ldc = d.N;
+  kt_matmul_desc d = gemm_desc(KT_TF32, KT_OP_N, KT_OP_N, 8192, 128, 4096);
+  d.ldb = 129;
   cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
   cr_assert_str_eq(c.variant, small->name, "nn 8192x128, ldb 129: %s", c.reason);
   kt_close(ctx);
@@ -1402,11 +1408,6 @@ Test(dispatch, a_repacked_short_k_call_goes_to_mma_sync)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
   const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
   kt_context *ctx = gemm_two_tuned(132, 1024, wg, 0.0130, mma, 0.0237, &layout, 1);
-  kt_matmul_desc d;
-  memset(&d, 0, sizeof d);
-  d.type = KT_BF16, d.op_a = KT_OP_N, d.op_b = KT_OP_N;
-  d.batch = 1, d.alpha = 1.0f;
-  d.A = A16, d.B = B16, d.C = (float *)C16;
   kt_choice c;
   const long long calls[][6] = {/* M, N, K, lda, ldb, 1: mma.sync goes first */
                                 {1280, 3194, 66, 66, 3200, 1},
@@ -1416,8 +1417,8 @@ Test(dispatch, a_repacked_short_k_call_goes_to_mma_sync)
                                 {1024, 1024, 1024, 1024, 1024, 0},
                                 {1024, 1024, 1024, 1030, 1024, 0}};
   for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
-    d.M = calls[i][0], d.N = calls[i][1], d.K = calls[i][2];
-    d.lda = calls[i][3], d.ldb = calls[i][4], d.ldc = d.N;
+    kt_matmul_desc d = gemm_desc(KT_BF16, KT_OP_N, KT_OP_N, calls[i][0], calls[i][1], calls[i][2]);
+    d.lda = calls[i][3], d.ldb = calls[i][4];
     cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
     cr_expect_str_eq(c.variant, calls[i][5] ? mma->name : wg->name, "%lldx%lldx%lld lda %lld: %s", calls[i][0],
                      calls[i][1], calls[i][2], calls[i][3], c.reason);
@@ -1439,13 +1440,8 @@ Test(dispatch, a_clusters_blocks_past_m_are_priced)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
   const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
   kt_context *ctx = gemm_pair_tuned(pair, alone, &layout, 1);
-  kt_matmul_desc d;
-  memset(&d, 0, sizeof d);
-  d.type = KT_BF16, d.op_a = KT_OP_N, d.op_b = KT_OP_N;
-  d.N = 4096, d.K = 4096, d.batch = 1, d.alpha = 1.0f;
-  d.A = A16, d.lda = d.K, d.B = B16, d.ldb = d.N, d.C = (float *)C16, d.ldc = d.N;
+  kt_matmul_desc d = gemm_desc(KT_BF16, KT_OP_N, KT_OP_N, 128, 4096, 4096);
   kt_choice c;
-  d.M = 128;
   cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
   cr_assert_str_eq(c.variant, pair->name, "M = 128: %s", c.reason);
   d.M = 64;
