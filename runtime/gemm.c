@@ -172,7 +172,7 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * A wgmma block (one an SM) pays its TMA pipeline's fill and its epilogue
  * through shared memory with nothing beside it to hide them: FILL_WGMMA
  * slices a tile, OVERLAP_WGMMA a tile when persistent.  Its launcher also
- * repacks what TMA cannot read in place (wgmma_repacks), at about
+ * repacks what TMA cannot read in place (kt_gemm_wgmma_choose), at about
  * REPACK_MS an operand whatever its size (the repack's launch and the
  * multiply's wait for it; kt_gemm_sector_repack's measure), which mma.sync,
  * reading any alignment, never pays.  An mma.sync slice is 64 bytes of K
@@ -257,7 +257,7 @@ static geometry geometry_of(const kt_variant *v)
 
 /* The model's cost of v on M x N x K x batch of `type`, or 0 where v has
  * no such model.  The Hopper TF32 kernel runs some calls as the transpose
- * (`tf32_swap`: wgmma_tf32_swaps), its tiles then covering N x M. */
+ * (`tf32_swap`: kt_gemm_wgmma_choose), its tiles then covering N x M. */
 static double cost(const kt_variant *v, const kt_device_info *d, int type, int tf32_swap, long long M, long long N,
                    long long K, long long batch)
 {
@@ -294,20 +294,6 @@ static kt_gemm_wgmma_layout wgmma_layout(const kt_matmul_desc *x)
   return kt_gemm_wgmma_choose(es, (int)x->op_a, (int)x->op_b, x->M, x->N, ala, alb);
 }
 
-/* Whether the wgmma launcher runs TF32 call x as its transpose. */
-static int wgmma_tf32_swaps(const kt_matmul_desc *x)
-{
-  return wgmma_layout(x).swap;
-}
-
-/* How many operands the wgmma launcher repacks into K-major scratch for
- * call x. */
-static int wgmma_repacks(const kt_matmul_desc *x)
-{
-  const kt_gemm_wgmma_layout l = wgmma_layout(x);
-  return l.pack_a + l.pack_b;
-}
-
 /* t, its ranking re-ordered by the model's estimate at the call, into out;
  * variants without a model, or with no time, keep their place after those
  * with one.  Returns out, or t where the call is t's problem (its shape,
@@ -325,7 +311,10 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
   tp.M = t->problem.m, tp.N = t->problem.n, tp.K = t->problem.k, tp.batch = 1;
   tp.A = tp.B = (const void *)(uintptr_t)256, tp.C = (float *)(uintptr_t)256;
   tp.lda = tp.op_a == KT_OP_N ? tp.K : tp.M, tp.ldb = tp.op_b == KT_OP_N ? tp.N : tp.K, tp.ldc = tp.N;
-  const int repacks_at = wgmma_repacks(&tp), repacks_here = wgmma_repacks(x);
+  /* How many operands wgmma repacks, and whether TF32 runs swapped, at
+   * each. */
+  const kt_gemm_wgmma_layout lay_at = wgmma_layout(&tp), lay_here = wgmma_layout(x);
+  const int repacks_at = lay_at.pack_a + lay_at.pack_b, repacks_here = lay_here.pack_a + lay_here.pack_b;
   /* The tuned shape itself, its operands repacked as they were: as measured. */
   if (t->problem.m == x->M && t->problem.n == x->N && t->problem.k == x->K && x->batch == 1 &&
       repacks_here == repacks_at)
@@ -336,10 +325,9 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
   memcpy(out->ms, t->ms, (size_t)t->count * sizeof *t->ms);
   double est[KT_MAX_RANKED];
   const double repack_at = REPACK_MS * repacks_at, repack_here = REPACK_MS * repacks_here;
-  const int swap_at = wgmma_tf32_swaps(&tp), swap_here = wgmma_tf32_swaps(x);
   for (int i = 0; i < t->count; ++i) {
-    const double at = cost(t->ranked[i], d, (int)tp.type, swap_at, tp.M, tp.N, tp.K, 1);
-    const double here = cost(t->ranked[i], d, (int)x->type, swap_here, x->M, x->N, x->K, x->batch);
+    const double at = cost(t->ranked[i], d, (int)tp.type, lay_at.swap, tp.M, tp.N, tp.K, 1);
+    const double here = cost(t->ranked[i], d, (int)x->type, lay_here.swap, x->M, x->N, x->K, x->batch);
     const double ms = t->ms[i];
     if (!(at > 0 && here > 0 && ms > 0)) {
       est[i] = INFINITY;
