@@ -97,16 +97,19 @@ static int gemm_parse(const char *s, kt_problem *out)
 }
 
 /* Variants worth timing on p: the tensor-core ones of p's type; the
- * CUDA-core fallback only for FP32, which no tensor-core variant serves
- * (mma.sync runs on every supported GPU, sm_80 on; the fallback is far too
- * slow to be timed at tuned sizes beside it). */
+ * CUDA-core kernel for FP32, which no tensor-core variant serves, and for
+ * the other types on problems of at most KT_GEMM_SIMT_TC_MACS
+ * multiply-adds, where a launch of its small tiles can beat the
+ * tensor-core kernels' fixed costs (pipeline fill, tensor maps, repacks).
+ * Above that it is far too slow to be worth the tuning time (mma.sync
+ * runs on every supported GPU, sm_80 on). */
 static int gemm_fits(const kt_variant *v, const kt_device_info *d, const kt_problem *p)
 {
   if (v->family != KT_FAMILY_GEMM || !kt_variant_runs_on(v, d))
     return 0;
   const int type = (int)(p->dim[3] / 4);
   if (strcmp(v->algo, "simt") == 0)
-    return d->cc < 80 || type == KT_F32;
+    return d->cc < 80 || type == KT_F32 || (double)p->m * (double)p->n * (double)p->k <= (double)KT_GEMM_SIMT_TC_MACS;
   return kt_gemm_serves(v, d, type);
 }
 

@@ -615,6 +615,10 @@ static inline int kt_gemm_elem_bytes(int type)
 }
 /* May v serve a gemm call of this input type (kt_dtype) on d? */
 KT_INTERNAL int kt_gemm_serves(const kt_variant *v, const kt_device_info *d, int type);
+/* The largest tensor-core problem (M N K multiply-adds) on which the tuner
+ * times the family's CUDA-core kernel beside the tensor-core ones (gemm.c,
+ * the family's fits): 512^3.  FP32 problems time it at every size. */
+#define KT_GEMM_SIMT_TC_MACS (1LL << 27)
 /* A gemm problem's layout dim (dim[3]): the input type and op pair in one
  * number, type * 4 + op_a * 2 + op_b. */
 static inline long long kt_gemm_layout(int type, int op_a, int op_b)

@@ -1309,6 +1309,45 @@ Test(dispatch, gemm_nearest_prefers_the_calls_layout)
   cr_assert_neq(ops->parse("4096x4096x4096 bf16 nn x", &p), KT_OK);
 }
 
+/* Which gemm variants a tuned problem times: each type's tensor-core
+ * variants; the CUDA-core kernel at every size for FP32, and for the
+ * tensor-core types only on problems of at most KT_GEMM_SIMT_TC_MACS
+ * (2^27) multiply-adds, where its small tiles win some calls. */
+Test(dispatch, gemm_times_the_cuda_core_kernel_for_tensor_core_types_only_when_small)
+{
+  const kt_family_ops *ops = kt_family_get(KT_FAMILY_GEMM);
+  const kt_device_info dev = kt_test_device("Test GPU", 90, 1);
+  const kt_variant *simt = NULL, *mma_bf16 = NULL;
+  for (int i = 0; i < kt_registry_count; ++i) {
+    const kt_variant *v = &kt_registry[i];
+    if (v->family != KT_FAMILY_GEMM || !kt_variant_runs_on(v, &dev))
+      continue;
+    if (!simt && strcmp(v->algo, "simt") == 0)
+      simt = v;
+    const char *t = kt_variant_param(v, "type");
+    if (!mma_bf16 && strcmp(v->algo, "mma") == 0 && t && strcmp(t, "bf16") == 0)
+      mma_bf16 = v;
+  }
+  cr_assert(simt && mma_bf16, "the registry builds a CUDA-core and a BF16 mma.sync gemm variant for sm_90");
+  cr_assert_eq(KT_GEMM_SIMT_TC_MACS, 512LL * 512 * 512, "the cases below straddle 512^3");
+  const struct {
+    const char *key;
+    int simt, mma_bf16;
+  } cases[] = {
+      /* 512^3 is the largest; one K step more is out; 64x65536x32 is 2^27
+       * too, far from a cube; mma.sync BF16 serves BF16 alone. */
+      {"512x512x512 bf16 nn", 1, 1},      {"512x512x513 bf16 nn", 0, 1},    {"128x128x128 tf32 tn", 1, 0},
+      {"64x65536x32 f16 nt", 1, 0},       {"4096x4096x4096 bf16 nn", 0, 1}, {"4096x4096x4096 f32 nn", 1, 0},
+      {"16384x16384x16384 f32 tt", 1, 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) {
+    kt_problem p;
+    cr_assert_eq(ops->parse(cases[i].key, &p), KT_OK, "%s", cases[i].key);
+    cr_expect_eq(ops->fits(simt, &dev, &p), cases[i].simt, "%s: %s", cases[i].key, simt->name);
+    cr_expect_eq(ops->fits(mma_bf16, &dev, &p), cases[i].mma_bf16, "%s: %s", cases[i].key, mma_bf16->name);
+  }
+}
+
 /* A tensor-core call of one entry, alpha 1, on the 16-byte aligned
  * stand-in pointers with natural leading dimensions. */
 static kt_matmul_desc gemm_desc(kt_dtype type, kt_op op_a, kt_op op_b, long long M, long long N, long long K)

@@ -455,7 +455,8 @@ static void unfit(const kt_variant *v, const kt_device_info *dev, const kt_probl
   else if (strcmp(v->algo, "simt") != 0)
     snprintf(buf, len, "serves another input type than %s", type);
   else
-    snprintf(buf, len, "the CUDA-core fallback is not timed where tensor-core variants serve %s", type);
+    snprintf(buf, len, "the CUDA-core kernel is timed for %s only up to %lld multiply-adds", type,
+             (long long)KT_GEMM_SIMT_TC_MACS);
 }
 
 static void measure(void *state, const kt_variant *v, uint64_t seed, double best_ms, kt_tune_result *r)
