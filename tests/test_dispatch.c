@@ -1313,22 +1313,23 @@ Test(dispatch, gemm_nearest_prefers_the_calls_layout)
  * variants; the CUDA-core kernel at every size for FP32, and for the
  * tensor-core types only on problems of at most KT_GEMM_SIMT_TC_MACS
  * (2^27) multiply-adds, where its small tiles win some calls. */
+static int is_gemm_simt(const kt_variant *v)
+{
+  return v->family == KT_FAMILY_GEMM && strcmp(v->algo, "simt") == 0;
+}
+
+static int is_gemm_mma_bf16(const kt_variant *v)
+{
+  const char *t = kt_variant_param(v, "type");
+  return v->family == KT_FAMILY_GEMM && strcmp(v->algo, "mma") == 0 && t && strcmp(t, "bf16") == 0;
+}
+
 Test(dispatch, gemm_times_the_cuda_core_kernel_for_tensor_core_types_only_when_small)
 {
   const kt_family_ops *ops = kt_family_get(KT_FAMILY_GEMM);
   const kt_device_info dev = kt_test_device("Test GPU", 90, 1);
-  const kt_variant *simt = NULL, *mma_bf16 = NULL;
-  for (int i = 0; i < kt_registry_count; ++i) {
-    const kt_variant *v = &kt_registry[i];
-    if (v->family != KT_FAMILY_GEMM || !kt_variant_runs_on(v, &dev))
-      continue;
-    if (!simt && strcmp(v->algo, "simt") == 0)
-      simt = v;
-    const char *t = kt_variant_param(v, "type");
-    if (!mma_bf16 && strcmp(v->algo, "mma") == 0 && t && strcmp(t, "bf16") == 0)
-      mma_bf16 = v;
-  }
-  cr_assert(simt && mma_bf16, "the registry builds a CUDA-core and a BF16 mma.sync gemm variant for sm_90");
+  const kt_variant *simt = kt_test_need_on(&dev, is_gemm_simt, 0, "a gemm CUDA-core kernel");
+  const kt_variant *mma_bf16 = kt_test_need_on(&dev, is_gemm_mma_bf16, 0, "a BF16 mma.sync gemm kernel");
   cr_assert_eq(KT_GEMM_SIMT_TC_MACS, 512LL * 512 * 512, "the cases below straddle 512^3");
   const struct {
     const char *key;
