@@ -569,6 +569,9 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
        * parameter rather than a branch: both store paths in one kernel
        * made the aligned one 3 to 43% slower on short-K calls (session 66,
        * H200; the persistent tiles most), as a larger kernel has before.
+       * In a kernel of its own the unaligned path's 16 stores are unrolled:
+       * as a loop they took 1.06 and 1.11 times as long on small and large
+       * calls (geometric means; session 67, H100).
        */
       float *Cb = C + (long long)at.b * stride_c;
       float *buf = epi + c * 64 * EPI_LD;
@@ -602,7 +605,7 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
             } else {
               // C's rows not 16-byte aligned: a warp stores 32 consecutive
               // floats of one row, C[col0 + j][row0 + R], R = 32h + l.
-#pragma unroll 1
+#pragma unroll
               for (int i = 0; i < 16; ++i) {
                 const int j = 4 * (i / 2) + wp, R = 32 * (i % 2) + l;
                 const float v[1] = {buf[j * EPI_LDT + R]};
@@ -630,7 +633,7 @@ $(name)(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUten
               // floats of one tile row (one 4-byte store a lane, 128
               // contiguous bytes a warp, where four lanes' float4s split
               // into single floats would touch four rows' sectors).
-#pragma unroll 1
+#pragma unroll
               for (int i = 0; i < 16; ++i) {
                 const int R = 4 * i + wp;
                 const float v[1] = {buf[row_acc<RA>(R) * EPI_LD + l]};
