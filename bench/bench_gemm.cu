@@ -745,7 +745,8 @@ int main(int argc, char **argv)
     BENCH_CUDA(cudaMalloc(&dst, (size_t)R * Kt * 4));
     fill_typed<<<d.info.sm_count * 8, 256>>>(src, (size_t)R * Kt, KT_TF32, 7);
     auto run_pack = [&]() -> int {
-      return (int)gemm_pack_launch(src, R, 0, 0, R, Kt, Kt, 1, KT_GEMM_TF32, dst, 0);
+      const gemm_pack_op op = {src, R, 0, 0, R, 1, dst};
+      return (int)gemm_pack_launch(&op, NULL, Kt, Kt, KT_GEMM_TF32, 0);
     };
     auto run_copy = [&]() -> int {
       return (int)cudaMemcpyAsync(dst, src, (size_t)R * Kt * 4, cudaMemcpyDeviceToDevice, 0);

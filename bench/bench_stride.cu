@@ -95,7 +95,8 @@ int main(int argc, char **argv)
           const long long ld = (kmajor ? K : rows) + (odd ? 3 : 0);
           const int kp = K;
           auto run = [&]() -> int {
-            return (int)gemm_pack_launch(A, ld, 0, kmajor, rows, K, kp, 1, type, B, 0);
+            const gemm_pack_op op = {A, ld, 0, kmajor, rows, 1, B};
+            return (int)gemm_pack_launch(&op, NULL, K, kp, type, 0);
           };
           double best = NAN;
           for (int round = 0; round < 3; ++round) {

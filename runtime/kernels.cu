@@ -9,8 +9,8 @@
 
 /* The gemm family's repack (templates/gemm_common.cuh) with kmajor 0 is
  * this transpose: out[r * kp + k] = src[k * ld + r] for r < rows and k < K,
- * zeros from K to kp, any size in one call (it splits grids that are too
- * tall).  Here its rows are src's columns and its K src's rows. */
+ * zeros from K to kp, any size in one call.  Here its rows are src's
+ * columns and its K src's rows. */
 extern "C" int kt_transpose_f32(const void *args, cudaStream_t stream)
 {
   const kt_transpose_args *a = (const kt_transpose_args *)args;
@@ -18,8 +18,8 @@ extern "C" int kt_transpose_f32(const void *args, cudaStream_t stream)
     return (int)cudaSuccess;
   if (a->rows > a->ldd || a->ldd > 0x7fffffffLL || a->cols > 0x7fffffffLL)
     return (int)cudaErrorInvalidValue; /* the repack counts in int */
-  return (int)gemm_pack_launch(a->src, a->lds, 0, 0, (int)a->cols, (int)a->rows, (int)a->ldd, 1, KT_GEMM_F32, a->dst,
-                               stream);
+  const gemm_pack_op op = {a->src, a->lds, 0, 0, (int)a->cols, 1, a->dst};
+  return (int)gemm_pack_launch(&op, NULL, (int)a->rows, (int)a->ldd, KT_GEMM_F32, stream);
 }
 
 namespace

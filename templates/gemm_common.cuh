@@ -34,8 +34,8 @@ static __device__ __forceinline__ float gemm_load(const void *p, long long i, in
 static inline int gemm_elem_bytes(int type) { return type == KT_GEMM_BF16 || type == KT_GEMM_F16 ? 2 : 4; }
 
 /*
- * Repack one operand into K-major scratch: out[b][r][k] for r < rows and
- * k < kp (k >= K reads as zero), from the operand as the caller passed it.
+ * Repack operands into K-major scratch: out[b][r][k] for r < rows and
+ * k < kp (k >= K reads as zero), from an operand as the caller passed it.
  * `kmajor` says whether the source is already rows x K with K contiguous
  * (then this is a copy that fixes alignment and leading dimension) or K x
  * rows (a transpose).  TF32 is rounded here (cvt.rna), so the kernel that
@@ -46,19 +46,51 @@ static inline int gemm_elem_bytes(int type) { return type == KT_GEMM_BF16 || typ
  * threads moves 16 elements, so that many loads are in flight (the repack
  * of a TF32 operand of op N runs at close to copy bandwidth); the extra
  * column keeps a transposed read of the tile off a single bank.
+ *
+ * One launch repacks one operand or two (a multiply's A and B, which share
+ * K): the grid is flat, one block a tile, the first operand's tiles then
+ * the second's, K tiles fastest, then rows, then batch entries.  Two
+ * launches in turn cost the second's launch and the first's tail; one grid
+ * as tall as the taller operand, the other's blocks past its rows idle,
+ * cost more where the two differ much (session 64); a flat grid of the
+ * tiles that exist costs neither.
  */
 constexpr int GEMM_PACK_TILE = 64;
+
+// One operand to repack: `batch` entries of `rows` rows, `stride` elements
+// apart in src and rows x kp apart in out.
+struct gemm_pack_op {
+  const void *src;
+  long long ld, stride;
+  int kmajor, rows, batch;
+  void *out;
+};
+
+template <typename T> struct gemm_pack_part {
+  const T *src;
+  long long ld, stride, tiles; /* tiles: K tiles x row tiles x batch */
+  int kmajor, rows;
+  T *out;
+};
+
 template <typename T>
 static __global__ void __launch_bounds__(256)
-    gemm_pack(const T *__restrict__ src, long long ld, long long stride, int kmajor, int rows, int K, int kp, int tf32,
-              T *__restrict__ out, int rbase)
+    gemm_pack(gemm_pack_part<T> p0, gemm_pack_part<T> p1, int K, int kp, int tf32, long long base)
 {
   constexpr int TILE = GEMM_PACK_TILE;
   __shared__ T tile[TILE][TILE + 1];
-  const long long b = blockIdx.z;
+  long long t = base + blockIdx.x;
+  const bool first = t < p0.tiles;
+  t -= first ? 0 : p0.tiles;
+  const T *src = first ? p0.src : p1.src;
+  T *out = first ? p0.out : p1.out;
+  const long long ld = first ? p0.ld : p1.ld, stride = first ? p0.stride : p1.stride;
+  const int kmajor = first ? p0.kmajor : p1.kmajor, rows = first ? p0.rows : p1.rows;
+  const long long ktiles = (kp + TILE - 1) / TILE, rtiles = (rows + TILE - 1) / TILE;
+  const long long b = t / (ktiles * rtiles), rt = t / ktiles % rtiles;
   src += b * stride;
   out += b * (long long)rows * kp;
-  const int r0 = rbase + blockIdx.y * TILE, k0 = blockIdx.x * TILE; // rows from rbase: see gemm_pack_launch
+  const int r0 = (int)(rt * TILE), k0 = (int)(t % ktiles * TILE);
   const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; // 32 x 8 threads
   T x[TILE / 8][2];
 #pragma unroll
@@ -101,31 +133,39 @@ static __global__ void __launch_bounds__(256)
     }
 }
 
-// Launch gemm_pack over `batch` operands of rows x K into out (rows x kp
-// each): gridDim.y and gridDim.z take at most 65535 tiles of rows and batch
-// entries, so larger operands go in several launches, the rows' by rbase.
-static inline cudaError_t gemm_pack_launch(const void *src, long long ld, long long stride, int kmajor, int rows,
-                                           int K, int kp, int batch, int type, void *out, cudaStream_t stream)
+template <typename T> static inline gemm_pack_part<T> gemm_pack_part_of(const gemm_pack_op *o, int kp)
 {
-  const int es = gemm_elem_bytes(type);
-  const long long tiles_r = (rows + GEMM_PACK_TILE - 1) / GEMM_PACK_TILE;
+  gemm_pack_part<T> p = {};
+  if (o && o->rows > 0 && o->batch > 0) {
+    const long long ktiles = (kp + GEMM_PACK_TILE - 1) / GEMM_PACK_TILE;
+    p.src = (const T *)o->src, p.out = (T *)o->out, p.ld = o->ld, p.stride = o->stride;
+    p.kmajor = o->kmajor, p.rows = o->rows;
+    p.tiles = ktiles * ((o->rows + GEMM_PACK_TILE - 1) / GEMM_PACK_TILE) * o->batch;
+  }
+  return p;
+}
+
+// Repack `a` and, where not NULL, `b` (of the same K and kp) in one launch,
+// or in several where the tiles outnumber a grid's 2^31 - 1 blocks.
+template <typename T>
+static inline cudaError_t gemm_pack_launch_t(const gemm_pack_op *a, const gemm_pack_op *b, int K, int kp, int tf32,
+                                             cudaStream_t stream)
+{
+  const gemm_pack_part<T> p0 = gemm_pack_part_of<T>(a, kp), p1 = gemm_pack_part_of<T>(b, kp);
+  const long long total = p0.tiles + p1.tiles, most = 0x7fffffffLL;
   cudaError_t e = cudaSuccess;
-  for (long long b0 = 0; b0 < batch && e == cudaSuccess; b0 += 65535)
-    for (long long y0 = 0; y0 < tiles_r && e == cudaSuccess; y0 += 65535) {
-      const dim3 grid((unsigned)((kp + GEMM_PACK_TILE - 1) / GEMM_PACK_TILE),
-                      (unsigned)(tiles_r - y0 < 65535 ? tiles_r - y0 : 65535),
-                      (unsigned)(batch - b0 < 65535 ? batch - b0 : 65535));
-      const char *s = (const char *)src + (size_t)b0 * stride * es;
-      char *o = (char *)out + (size_t)b0 * rows * kp * es;
-      const int rbase = (int)(y0 * GEMM_PACK_TILE);
-      if (es == 2)
-        e = kt_launch_kernel(gemm_pack<unsigned short>, grid, dim3(256), 0, stream, (const unsigned short *)s, ld,
-                             stride, kmajor, rows, K, kp, 0, (unsigned short *)o, rbase);
-      else
-        e = kt_launch_kernel(gemm_pack<float>, grid, dim3(256), 0, stream, (const float *)s, ld, stride, kmajor, rows,
-                             K, kp, (int)(type == KT_GEMM_TF32), (float *)o, rbase);
-    }
+  for (long long base = 0; base < total && e == cudaSuccess; base += most)
+    e = kt_launch_kernel(gemm_pack<T>, dim3((unsigned)(total - base < most ? total - base : most)), dim3(256), 0,
+                         stream, p0, p1, K, kp, tf32, base);
   return e;
+}
+
+static inline cudaError_t gemm_pack_launch(const gemm_pack_op *a, const gemm_pack_op *b, int K, int kp, int type,
+                                           cudaStream_t stream)
+{
+  if (gemm_elem_bytes(type) == 2)
+    return gemm_pack_launch_t<unsigned short>(a, b, K, kp, 0, stream);
+  return gemm_pack_launch_t<float>(a, b, K, kp, (int)(type == KT_GEMM_TF32), stream);
 }
 
 #endif

@@ -856,14 +856,15 @@ extern "C" int kt_launch_$(name)(const void *args, cudaStream_t stream)
   float *ws = splits > 1 ? (float *)((char *)scratch + packed) : NULL;
   const void *A = a->A, *B = a->B;
   long long lda = a->lda, ldb = a->ldb, sa = a->stride_a, sb = a->stride_b;
-  if (pack_a) {
-    err = gemm_pack_launch(a->A, a->lda, a->stride_a, kma, a->M, a->K, kp, na, TYPE, scratch, stream);
-    A = scratch, lda = kp, sa = (long long)a->M * kp;
-  }
-  if (err == cudaSuccess && pack_b) {
+  if (pack_a || pack_b) { /* both in one launch where both are repacked */
     void *sb_ptr = (char *)scratch + bytes_a;
-    err = gemm_pack_launch(a->B, a->ldb, a->stride_b, kmb, a->N, a->K, kp, nb, TYPE, sb_ptr, stream);
-    B = sb_ptr, ldb = kp, sb = (long long)a->N * kp;
+    const gemm_pack_op op_a = {a->A, a->lda, a->stride_a, kma, a->M, na, scratch};
+    const gemm_pack_op op_b = {a->B, a->ldb, a->stride_b, kmb, a->N, nb, sb_ptr};
+    err = gemm_pack_launch(pack_a ? &op_a : NULL, pack_b ? &op_b : NULL, a->K, kp, TYPE, stream);
+    if (pack_a)
+      A = scratch, lda = kp, sa = (long long)a->M * kp;
+    if (pack_b)
+      B = sb_ptr, ldb = kp, sb = (long long)a->N * kp;
   }
   CUtensorMap map_a, map_b;
   if (err == cudaSuccess)

@@ -333,9 +333,9 @@ static void run_exact_bf16(kt_matmul_desc d, size_t a_elems, size_t b_elems, con
 }
 
 /* An operand that TMA cannot read in place (odd ldb) is repacked first, in
- * tiles of 64 rows: 4194305 rows are 65537 tiles, more than one launch's
- * grid holds along y (65535), so the repack goes in two.  It failed the
- * call (KT_ERR_LAUNCH) before. */
+ * tiles of 64 rows: 4194305 rows are 65537 tiles, more than a grid holds
+ * along y (65535), which the repack's grid once was.  It failed the call
+ * (KT_ERR_LAUNCH) then; its grid is flat now, one block a tile. */
 Test(gemm_gpu, an_operand_repacked_in_more_rows_than_one_grid_holds)
 {
   const int64_t M = 8, N = 4194305, K = 8;
