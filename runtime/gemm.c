@@ -176,12 +176,15 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * through shared memory with nothing beside it to hide them: FILL_WGMMA
  * slices a tile, OVERLAP_WGMMA a tile when persistent.  Its launcher also
  * repacks what TMA cannot read in place (kt_gemm_wgmma_choose), at about
- * REPACK_MS an operand whatever its size (the repack's launch and the
- * multiply's wait for it; kt_gemm_sector_repack's measure), which mma.sync,
- * reading any alignment, never pays.  An mma.sync slice is 64 bytes of K
- * (its BK), not 128.  Fitted to every variant's time on 192 drawn
- * tensor-core calls (bench_gemm's sweep, seeds 0, 6402, 101, 202; H100,
- * session 65) and on twelve aligned shapes with K of 64 or 128 that
+ * REPACK_MS whatever its size (the repack's launch and the multiply's wait
+ * for it; kt_gemm_sector_repack's measure), which mma.sync, reading any
+ * alignment, never pays.  Both operands go in one launch (gemm_pack): the
+ * second adds nothing that the drawn calls could tell (priced at 0, 0.5, 1
+ * and 2 us, 0 did best on the calls that fit and those that judge, 0.959
+ * and 0.935 against 0.952 and 0.926; session 68, H100).  An mma.sync
+ * slice is 64 bytes of K (its BK), not 128.  Fitted to every variant's
+ * time on 192 drawn tensor-core calls (bench_gemm's sweep, seeds 0, 6402,
+ * 101, 202; H100, session 65) and on twelve aligned shapes with K of 64 or 128 that
  * wgmma wins (as the bench suite's), and judged on 192 others (seeds 303,
  * 404, 505, 606): dispatch / oracle 0.936 and 0.919 on the drawn calls,
  * 0.994 on the aligned shapes, where one FILL of 3 for all (and mma.sync
@@ -327,7 +330,7 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
   memcpy(out->ranked, t->ranked, (size_t)t->count * sizeof *t->ranked);
   memcpy(out->ms, t->ms, (size_t)t->count * sizeof *t->ms);
   double est[KT_MAX_RANKED];
-  const double repack_at = REPACK_MS * repacks_at, repack_here = REPACK_MS * repacks_here;
+  const double repack_at = repacks_at ? REPACK_MS : 0.0, repack_here = repacks_here ? REPACK_MS : 0.0;
   for (int i = 0; i < t->count; ++i) {
     const double at = cost(t->ranked[i], d, (int)tp.type, lay_at.swap, tp.M, tp.N, tp.K, 1);
     const double here = cost(t->ranked[i], d, (int)x->type, lay_here.swap, x->M, x->N, x->K, x->batch);

@@ -1489,3 +1489,39 @@ Test(dispatch, a_clusters_blocks_past_m_are_priced)
   cr_assert_str_eq(c.variant, alone->name, "M = 64: %s", c.reason);
   kt_close(ctx);
 }
+
+/* The launcher repacks both operands in one launch (gemm_pack), so a call
+ * whose A and B both need it pays the repack's fixed cost once: priced
+ * per operand, a second 2 us made the drawn calls' dispatch worse (0.940
+ * of the oracle against 0.948; run 68's sweeps, H100).  Across K, where
+ * the choice between the two tiles above turns from mma.sync to wgmma,
+ * B's rows unaligned too (N + 2 halves) must not move the turn. */
+Test(dispatch, a_second_repacked_operand_costs_no_second_launch)
+{
+  const kt_variant *wg = kt_registry_find("gemm_wgmma_bf16_128x128_wg2_s6_g8_o1_k1_p1_c1", NULL);
+  const kt_variant *mma = kt_registry_find("gemm_mma_bf16_64x64x32_wp2x2_s4_g8", NULL);
+  if (!wg || !mma)
+    cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
+  const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
+  kt_context *ctx = gemm_two_tuned(132, 1024, wg, 0.0130, mma, 0.0237, &layout, 1);
+  kt_choice c;
+  for (long long mn = 1024; mn <= 2048; mn *= 2) {
+    int turns = 0, last = -1;
+    for (long long k = 66; k <= 1090; k += 32) {
+      kt_matmul_desc d = gemm_desc(KT_BF16, KT_OP_N, KT_OP_N, mn, mn, k);
+      d.lda = k; /* 2k bytes: never a multiple of 16 here */
+      cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
+      const int one = strcmp(c.variant, mma->name) == 0;
+      d.ldb = mn + 2;
+      cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
+      const int both = strcmp(c.variant, mma->name) == 0;
+      cr_expect_eq(both, one, "%lldx%lldx%lld: %s with A repacked, %s with A and B", mn, mn, k,
+                   one ? "mma.sync" : "wgmma", both ? "mma.sync" : "wgmma");
+      turns += last >= 0 && one != last;
+      last = one;
+    }
+    cr_expect_eq(turns, 1, "%lld^2: the choice turns %d times across K (once expected: mma.sync, then wgmma)", mn,
+                 turns);
+  }
+  kt_close(ctx);
+}
