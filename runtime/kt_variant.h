@@ -223,6 +223,21 @@ static inline int kt_gemm_tma_addressable(const void *p, long long ld, long long
          (entries == 1 || (stride * es % 16 == 0 && stride > 0 && stride * es < (1LL << 40)));
 }
 
+/* The widest copy (bytes) the mma.sync kernels make of an operand: what
+ * its base, row stride and (for more than one entry) batch stride all
+ * allow: 16, 8 or 4 (cp.async), or 2 (16-bit elements at an odd address
+ * or stride, copied through registers, element by element, without the
+ * asynchronous pipeline).  es: bytes per element.  Dispatch's cost model
+ * (runtime/gemm.c) decides here; the launcher (templates/gemm_mma.cu.tpl,
+ * `granularity`) applies the same rule in its own copy until a GPU run has
+ * checked it on this one. */
+static inline int kt_gemm_copy_granularity(const void *p, long long ld, long long stride, long long entries, int es)
+{
+  const unsigned long long x = (unsigned long long)p | (unsigned long long)(ld * es) |
+                               (entries > 1 ? (unsigned long long)(stride * es) : 0ull);
+  return x % 16 == 0 ? 16 : x % 8 == 0 ? 8 : x % 4 == 0 ? 4 : 2;
+}
+
 /* How the Hopper (wgmma) launcher reads each operand of a call, given which
  * operands TMA can read in place (ala, alb: kt_gemm_tma_addressable, less
  * any that kt_gemm_sector_repack sends to scratch):

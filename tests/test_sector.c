@@ -2,7 +2,8 @@
 /* tests/test_sector.c: which operands the Hopper launchers repack because
  * their row stride starts 16 bytes into a 32-byte sector
  * (kt_gemm_sector_repack, runtime/kt_variant.h), and how they read each
- * operand otherwise (kt_gemm_wgmma_choose).  Host arithmetic only; the
+ * operand otherwise (kt_gemm_wgmma_choose); how wide the mma.sync
+ * kernels' copies are (kt_gemm_copy_granularity).  Host arithmetic only; the
  * GPU side (results on such strides, repacked or not) is test_gemm's.
  *
  *   make build/tests/test_sector && build/tests/test_sector
@@ -208,4 +209,27 @@ Test(wgmma_layout, tf32_reads_one_mn_major_operand_through_registers)
           cr_assert(ala || l.pack_a, "an A TMA cannot address is repacked");
           cr_assert(alb || l.pack_b, "a B TMA cannot address is repacked");
         }
+}
+
+TestSuite(mma_copy);
+
+/* How the mma.sync kernels copy an operand (kt_gemm_copy_granularity): the
+ * widest of 16, 8, 4 bytes (cp.async) that its base, row stride and, for
+ * more than one entry, batch stride all allow; else 2 (16-bit, element by
+ * element), which dispatch's cost model prices. */
+Test(mma_copy, the_widest_copy_that_base_rows_and_batches_allow)
+{
+  const void *base = (const void *)(uintptr_t)4096;
+  cr_expect_eq(kt_gemm_copy_granularity(base, 64, 0, 1, 2), 16);  /* 128-byte rows */
+  cr_expect_eq(kt_gemm_copy_granularity(base, 68, 0, 1, 2), 8);   /* 136 */
+  cr_expect_eq(kt_gemm_copy_granularity(base, 66, 0, 1, 2), 4);   /* 132 */
+  cr_expect_eq(kt_gemm_copy_granularity(base, 285, 0, 1, 2), 2);  /* 570: odd halves */
+  cr_expect_eq(kt_gemm_copy_granularity(base, 285, 0, 1, 4), 4);  /* TF32 never below 4 */
+  cr_expect_eq(kt_gemm_copy_granularity((const char *)base + 2, 64, 0, 1, 2), 2); /* the base odd */
+  cr_expect_eq(kt_gemm_copy_granularity((const char *)base + 8, 64, 0, 1, 2), 8);
+  /* A batch stride counts only where there are two or more entries. */
+  cr_expect_eq(kt_gemm_copy_granularity(base, 64, 64 * 33 + 1, 1, 2), 16);
+  cr_expect_eq(kt_gemm_copy_granularity(base, 64, 64 * 33 + 1, 5, 2), 2);
+  cr_expect_eq(kt_gemm_copy_granularity(base, 64, 64 * 33 + 2, 5, 2), 4);
+  cr_expect_eq(kt_gemm_copy_granularity(base, 64, 0, 5, 2), 16); /* one entry shared by all */
 }
