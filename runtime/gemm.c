@@ -191,19 +191,32 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * unpriced) reached 0.885, 0.885 and 0.994.  Priced the old way, mma.sync
  * looked 1.3 to 2 times faster than wgmma wherever the calls it won on
  * were (short K, odd rows that wgmma repacks), also at aligned short K,
- * where it is 1.1 to 1.4 times slower. */
+ * where it is 1.1 to 1.4 times slower.
+ *
+ * mma.sync reads any alignment, but a 16-bit operand at an odd address or
+ * stride is copied element by element through registers, outside the
+ * asynchronous pipeline; its share of each slice then costs 1 +
+ * MMA_BY_ELEMENT times as much.  Unpriced, the model sent large calls of
+ * short K and odd rows to the 64x64 mma.sync tiles where the wgmma tiles
+ * (the odd operand repacked) were 1.5 to 2.3 times faster (BF16 op N, T
+ * 1219x4785x285, lda 285: 63 against 27 us).  Over run 68's sweeps
+ * (H100), 0.5, 1, 2 and 3 reached 0.962, 0.964, 0.962 and 0.959 of the
+ * oracle on the seeds that fit and 0.942, 0.949, 0.947 and 0.947 on those
+ * that judge, against 0.959 and 0.935 unpriced; copies of 4 or 8 bytes
+ * (cp.async) priced at a quarter or more made both worse. */
 #define FILL 3.0
 #define OVERLAP 1.0
 #define FILL_WGMMA 6.0
 #define OVERLAP_WGMMA 2.0
 #define REPACK_MS 0.002
+#define MMA_BY_ELEMENT 1.0
 
 /* What the model reads of a variant, from its parameters.  An untuned call
  * prices every ranked variant twice, so the registry's values are parsed
  * once per process (pthread_once), not by name at every call; without the
  * table's memory they are parsed per call. */
 typedef struct geometry {
-  int bm, bn, occ, split, persist, cluster, wgmma;
+  int bm, bn, occ, split, persist, cluster, wgmma, mma;
   int slice_bytes; /* K a slice, in bytes: mma.sync's BK; else 128 */
 } geometry;
 
@@ -229,13 +242,15 @@ static geometry parse_geometry(const kt_variant *v)
                       .bn = kt_variant_param_int(v, "bn", 0),
                       .occ = v->blocks_per_sm > 0 ? v->blocks_per_sm : 1,
                       .cluster = 1,
+                      .mma = strcmp(v->algo, "mma") == 0,
                       .slice_bytes = strcmp(v->algo, "mma") == 0
                                          ? kt_variant_param_int(v, "bk", 0) * gemm_type_bytes(v)
                                          : 128};
   return (geometry){kt_variant_param_int(v, "bm", 0),      kt_variant_param_int(v, "bn", 0),
                     kt_variant_param_int(v, "occ", 0),     kt_variant_param_int(v, "split", 0),
                     kt_variant_param_int(v, "persist", 0), v->cluster > 1 ? v->cluster : 1,
-                    strcmp(v->algo, "wgmma") == 0,           128};
+                    strcmp(v->algo, "wgmma") == 0,           0,
+                    128};
 }
 
 static void build_geometries(void)
@@ -265,7 +280,7 @@ static geometry geometry_of(const kt_variant *v)
  * no such model.  The Hopper TF32 kernel runs some calls as the transpose
  * (`tf32_swap`: kt_gemm_wgmma_choose), its tiles then covering N x M. */
 static double cost(const kt_variant *v, const kt_device_info *d, int type, int tf32_swap, long long M, long long N,
-                   long long K, long long batch)
+                   long long K, long long batch, int gran_a, int gran_b)
 {
   const geometry g = geometry_of(v);
   const int bm = g.bm, bn = g.bn, occ = g.occ, split = g.split;
@@ -285,7 +300,10 @@ static double cost(const kt_variant *v, const kt_device_info *d, int type, int t
   const double waves = (double)((blocks * splits + slots - 1) / slots);
   const double slices = (double)((ktiles + splits - 1) / splits) + (splits > 1 ? 1.0 : 0.0);
   const double fill = g.wgmma ? FILL_WGMMA : FILL, overlap = g.wgmma ? OVERLAP_WGMMA : OVERLAP;
-  const double time = g.persist ? waves * (slices + overlap) + fill : waves * (slices + fill);
+  /* mma.sync's slices, where an operand is copied element by element
+   * (kt_gemm_copy_granularity 2), by that operand's share of a slice. */
+  const double slow = g.mma ? 1.0 + MMA_BY_ELEMENT * (bm * (gran_a == 2) + bn * (gran_b == 2)) / (bm + bn) : 1.0;
+  const double time = g.persist ? waves * (slices * slow + overlap) + fill : waves * (slices * slow + fill);
   return time * bm * bn / occ;
 }
 
@@ -331,9 +349,14 @@ static const kt_tuned *rerank(const kt_tuned *t, const kt_device_info *d, const 
   memcpy(out->ms, t->ms, (size_t)t->count * sizeof *t->ms);
   double est[KT_MAX_RANKED];
   const double repack_at = repacks_at ? REPACK_MS : 0.0, repack_here = repacks_here ? REPACK_MS : 0.0;
+  /* How mma.sync copies each operand at the call (the tuned problem's are
+   * aligned: 16 bytes). */
+  const int es = kt_gemm_elem_bytes((int)x->type);
+  const int gran_a = kt_gemm_copy_granularity(x->A, x->lda, x->stride_a, x->batch, es),
+            gran_b = kt_gemm_copy_granularity(x->B, x->ldb, x->stride_b, x->batch, es);
   for (int i = 0; i < t->count; ++i) {
-    const double at = cost(t->ranked[i], d, (int)tp.type, lay_at.swap, tp.M, tp.N, tp.K, 1);
-    const double here = cost(t->ranked[i], d, (int)x->type, lay_here.swap, x->M, x->N, x->K, x->batch);
+    const double at = cost(t->ranked[i], d, (int)tp.type, lay_at.swap, tp.M, tp.N, tp.K, 1, 16, 16);
+    const double here = cost(t->ranked[i], d, (int)x->type, lay_here.swap, x->M, x->N, x->K, x->batch, gran_a, gran_b);
     const double ms = t->ms[i];
     if (!(at > 0 && here > 0 && ms > 0)) {
       est[i] = INFINITY;

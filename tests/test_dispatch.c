@@ -1525,3 +1525,36 @@ Test(dispatch, a_second_repacked_operand_costs_no_second_launch)
   }
   kt_close(ctx);
 }
+
+/* mma.sync copies a 16-bit operand at an odd stride element by element
+ * through registers, outside its asynchronous pipeline (gemm_mma.cu.tpl;
+ * kt_gemm_copy_granularity 2), at about twice the time of its share of
+ * each slice (runtime/gemm.c, MMA_BY_ELEMENT).  Tuned as above, a short-K
+ * call whose A rows are 4-byte multiples (cp.async of 4 bytes) still goes
+ * to mma.sync; with rows of an odd number of halves it goes to wgmma, which
+ * repacks A either way (BF16 1219x4785x285, lda 285: mma.sync 63 us,
+ * wgmma 27; run 68's sweep, H100). */
+Test(dispatch, an_operand_copied_element_by_element_is_priced_for_mma_sync)
+{
+  const kt_variant *wg = kt_registry_find("gemm_wgmma_bf16_128x128_wg2_s6_g8_o1_k1_p1_c1", NULL);
+  const kt_variant *mma = kt_registry_find("gemm_mma_bf16_64x64x32_wp2x2_s4_g8", NULL);
+  if (!wg || !mma)
+    cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
+  const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
+  kt_context *ctx = gemm_two_tuned(132, 1024, wg, 0.0130, mma, 0.0237, &layout, 1);
+  kt_choice c;
+  const long long calls[][6] = {/* M, N, K, lda, ldb, 1: mma.sync goes first */
+                                {1280, 3194, 66, 66, 3200, 1},
+                                {1280, 3194, 65, 65, 3200, 0},
+                                {1219, 4785, 286, 286, 4792, 1},
+                                {1219, 4785, 285, 285, 4792, 0},
+                                {1219, 4785, 286, 286, 4785, 0}};
+  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
+    kt_matmul_desc d = gemm_desc(KT_BF16, KT_OP_N, KT_OP_N, calls[i][0], calls[i][1], calls[i][2]);
+    d.lda = calls[i][3], d.ldb = calls[i][4];
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
+    cr_expect_str_eq(c.variant, calls[i][5] ? mma->name : wg->name, "%lldx%lldx%lld lda %lld ldb %lld: %s",
+                     calls[i][0], calls[i][1], calls[i][2], calls[i][3], calls[i][4], c.reason);
+  }
+  kt_close(ctx);
+}
