@@ -182,16 +182,16 @@ const kt_tuned *kt_gemm_nearest(const kt_tuned *t, int n, long long M, long long
  * second adds nothing that the drawn calls could tell (priced at 0, 0.5, 1
  * and 2 us, 0 did best on the calls that fit and those that judge, 0.959
  * and 0.935 against 0.952 and 0.926; session 68, H100).  An mma.sync
- * slice is 64 bytes of K (its BK), not 128.  Fitted to every variant's
- * time on 192 drawn tensor-core calls (bench_gemm's sweep, seeds 0, 6402,
- * 101, 202; H100, session 65) and on twelve aligned shapes with K of 64 or 128 that
- * wgmma wins (as the bench suite's), and judged on 192 others (seeds 303,
- * 404, 505, 606): dispatch / oracle 0.936 and 0.919 on the drawn calls,
+ * slice is 64 bytes of K (its BK), not 128.  Fitted to every variant's time
+ * on 192 drawn tensor-core calls (bench_gemm's sweep, seeds 0, 6402, 101,
+ * 202; H100, session 65) and on twelve aligned shapes with K of 64 or 128
+ * that wgmma wins (as the bench suite's), and judged on 192 others (seeds
+ * 303, 404, 505, 606): dispatch / oracle 0.936 and 0.919 on the drawn calls,
  * 0.994 on the aligned shapes, where one FILL of 3 for all (and mma.sync
  * unpriced) reached 0.885, 0.885 and 0.994.  Priced the old way, mma.sync
- * looked 1.3 to 2 times faster than wgmma wherever the calls it won on
- * were (short K, odd rows that wgmma repacks), also at aligned short K,
- * where it is 1.1 to 1.4 times slower.
+ * looked 1.3 to 2 times faster than wgmma wherever the calls it won on were
+ * (short K, odd rows that wgmma repacks), also at aligned short K, where it
+ * is 1.1 to 1.4 times slower.
  *
  * mma.sync reads any alignment, but a 16-bit operand at an odd address or
  * stride is copied element by element through registers, outside the
