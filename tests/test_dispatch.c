@@ -1430,6 +1430,35 @@ Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
   kt_close(ctx);
 }
 
+/* The two BF16 tiles of the short-K tests below, tuned at 1024^3 with the
+ * times an H100 measured there (wgmma 128x128 persistent 13.0 us, mma.sync
+ * 64x64 23.7 us), on 132 SMs; NULL where this build has no sm_90a gemm
+ * variants. */
+static kt_context *short_k_pair_tuned(const kt_variant **wg, const kt_variant **mma)
+{
+  *wg = kt_registry_find("gemm_wgmma_bf16_128x128_wg2_s6_g8_o1_k1_p1_c1", NULL);
+  *mma = kt_registry_find("gemm_mma_bf16_64x64x32_wp2x2_s4_g8", NULL);
+  if (!*wg || !*mma)
+    return NULL;
+  const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
+  return gemm_two_tuned(132, 1024, *wg, 0.0130, *mma, 0.0237, &layout, 1);
+}
+
+/* Each BF16 op N, N call {M, N, K, lda, ldb, 1 where mma.sync goes first,
+ * 0 where wgmma does} is dispatched as it says. */
+static void expect_short_k_picks(kt_context *ctx, const kt_variant *wg, const kt_variant *mma,
+                                 const long long (*calls)[6], size_t n)
+{
+  kt_choice c;
+  for (size_t i = 0; i < n; ++i) {
+    kt_matmul_desc d = gemm_desc(KT_BF16, KT_OP_N, KT_OP_N, calls[i][0], calls[i][1], calls[i][2]);
+    d.lda = calls[i][3], d.ldb = calls[i][4];
+    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
+    cr_expect_str_eq(c.variant, calls[i][5] ? mma->name : wg->name, "%lldx%lldx%lld lda %lld ldb %lld: %s",
+                     calls[i][0], calls[i][1], calls[i][2], calls[i][3], calls[i][4], c.reason);
+  }
+}
+
 /* The wgmma launcher repacks an operand whose rows TMA cannot read in
  * place (here A's rows of 66 halves, 132 bytes), for about 2 us whatever
  * its size; mma.sync reads any alignment.  Where K is a slice or two, that
@@ -1442,13 +1471,10 @@ Test(dispatch, tf32_nn_tiles_are_priced_as_its_transpose)
  * calls stay on wgmma. */
 Test(dispatch, a_repacked_short_k_call_goes_to_mma_sync)
 {
-  const kt_variant *wg = kt_registry_find("gemm_wgmma_bf16_128x128_wg2_s6_g8_o1_k1_p1_c1", NULL);
-  const kt_variant *mma = kt_registry_find("gemm_mma_bf16_64x64x32_wp2x2_s4_g8", NULL);
-  if (!wg || !mma)
+  const kt_variant *wg, *mma;
+  kt_context *ctx = short_k_pair_tuned(&wg, &mma);
+  if (!ctx)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
-  const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
-  kt_context *ctx = gemm_two_tuned(132, 1024, wg, 0.0130, mma, 0.0237, &layout, 1);
-  kt_choice c;
   const long long calls[][6] = {/* M, N, K, lda, ldb, 1: mma.sync goes first */
                                 {1280, 3194, 66, 66, 3200, 1},
                                 {2048, 2048, 64, 66, 2048, 1},
@@ -1456,13 +1482,7 @@ Test(dispatch, a_repacked_short_k_call_goes_to_mma_sync)
                                 {2048, 2048, 1024, 1030, 2048, 0},
                                 {1024, 1024, 1024, 1024, 1024, 0},
                                 {1024, 1024, 1024, 1030, 1024, 0}};
-  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
-    kt_matmul_desc d = gemm_desc(KT_BF16, KT_OP_N, KT_OP_N, calls[i][0], calls[i][1], calls[i][2]);
-    d.lda = calls[i][3], d.ldb = calls[i][4];
-    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
-    cr_expect_str_eq(c.variant, calls[i][5] ? mma->name : wg->name, "%lldx%lldx%lld lda %lld: %s", calls[i][0],
-                     calls[i][1], calls[i][2], calls[i][3], c.reason);
-  }
+  expect_short_k_picks(ctx, wg, mma, calls, sizeof calls / sizeof calls[0]);
   kt_close(ctx);
 }
 
@@ -1498,12 +1518,10 @@ Test(dispatch, a_clusters_blocks_past_m_are_priced)
  * B's rows unaligned too (N + 2 halves) must not move the turn. */
 Test(dispatch, a_second_repacked_operand_costs_no_second_launch)
 {
-  const kt_variant *wg = kt_registry_find("gemm_wgmma_bf16_128x128_wg2_s6_g8_o1_k1_p1_c1", NULL);
-  const kt_variant *mma = kt_registry_find("gemm_mma_bf16_64x64x32_wp2x2_s4_g8", NULL);
-  if (!wg || !mma)
+  const kt_variant *wg, *mma;
+  kt_context *ctx = short_k_pair_tuned(&wg, &mma);
+  if (!ctx)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
-  const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
-  kt_context *ctx = gemm_two_tuned(132, 1024, wg, 0.0130, mma, 0.0237, &layout, 1);
   kt_choice c;
   for (long long mn = 1024; mn <= 2048; mn *= 2) {
     int turns = 0, last = -1;
@@ -1536,25 +1554,16 @@ Test(dispatch, a_second_repacked_operand_costs_no_second_launch)
  * wgmma 27; run 68's sweep, H100). */
 Test(dispatch, an_operand_copied_element_by_element_is_priced_for_mma_sync)
 {
-  const kt_variant *wg = kt_registry_find("gemm_wgmma_bf16_128x128_wg2_s6_g8_o1_k1_p1_c1", NULL);
-  const kt_variant *mma = kt_registry_find("gemm_mma_bf16_64x64x32_wp2x2_s4_g8", NULL);
-  if (!wg || !mma)
+  const kt_variant *wg, *mma;
+  kt_context *ctx = short_k_pair_tuned(&wg, &mma);
+  if (!ctx)
     cr_skip_test("this build has no sm_90a gemm variants (ARCHS without sm_90)");
-  const long long layout = kt_gemm_layout(KT_BF16, KT_OP_N, KT_OP_N);
-  kt_context *ctx = gemm_two_tuned(132, 1024, wg, 0.0130, mma, 0.0237, &layout, 1);
-  kt_choice c;
   const long long calls[][6] = {/* M, N, K, lda, ldb, 1: mma.sync goes first */
                                 {1280, 3194, 66, 66, 3200, 1},
                                 {1280, 3194, 65, 65, 3200, 0},
                                 {1219, 4785, 286, 286, 4792, 1},
                                 {1219, 4785, 285, 285, 4792, 0},
                                 {1219, 4785, 286, 286, 4785, 0}};
-  for (size_t i = 0; i < sizeof calls / sizeof calls[0]; ++i) {
-    kt_matmul_desc d = gemm_desc(KT_BF16, KT_OP_N, KT_OP_N, calls[i][0], calls[i][1], calls[i][2]);
-    d.lda = calls[i][3], d.ldb = calls[i][4];
-    cr_assert_eq(kt_matmul_ex_choice(ctx, &d, &c), KT_OK);
-    cr_expect_str_eq(c.variant, calls[i][5] ? mma->name : wg->name, "%lldx%lldx%lld lda %lld ldb %lld: %s",
-                     calls[i][0], calls[i][1], calls[i][2], calls[i][3], calls[i][4], c.reason);
-  }
+  expect_short_k_picks(ctx, wg, mma, calls, sizeof calls / sizeof calls[0]);
   kt_close(ctx);
 }
